@@ -1,0 +1,117 @@
+# railnet build. `make` builds the libraries and tools; `make test` runs every test tier
+# that can run here; `make demo` loads the plugin the way NCCL does and moves data.
+CC ?= gcc
+CXX ?= g++
+PREFIX ?= /usr/local
+BUILD ?= build
+SANITIZE ?=
+SOFTROCE ?= 1
+
+WARN := -Wall -Wextra -Werror
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iext-net/include -Isrc/include
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -fPIC -fvisibility=hidden -pthread $(WARN)
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++17 -pthread $(WARN)
+LDLIBS += -ldl -pthread
+ifneq ($(SANITIZE),)
+  CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+  CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+LIB_SRCS := $(wildcard src/misc/*.c) $(wildcard src/transport/*.c) $(wildcard src/transport/net_ib/*.c)
+PLUGIN_SRCS := ext-net/plugin.c
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o)
+HEADERS := $(wildcard include/*.h ext-net/include/railnet_net/*.h src/include/*.h src/transport/net_ib/*.h)
+
+LIBDIR := $(BUILD)/lib
+PLUGIN := $(LIBDIR)/libnccl-net-railnet.so
+STATIC := $(LIBDIR)/librailnet.a
+SHARED := $(LIBDIR)/librailnet.so
+
+TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
+
+.PHONY: all lib tools test demo install clean deps-build deps-test
+all: lib tools
+
+lib: $(PLUGIN) $(STATIC) $(SHARED)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJS) $(PLUGIN_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJS) $(PLUGIN_OBJS) src/librailnet.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,librailnet.so -Wl,--version-script=src/librailnet.map $(LDFLAGS) \
+	  -o $@ $(LIB_OBJS) $(PLUGIN_OBJS) $(LDLIBS)
+
+$(PLUGIN): $(LIB_OBJS) $(PLUGIN_OBJS) ext-net/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libnccl-net-railnet.so -Wl,--version-script=ext-net/plugin.map $(LDFLAGS) \
+	  -o $@ $(LIB_OBJS) $(PLUGIN_OBJS) $(LDLIBS)
+	ln -sf libnccl-net-railnet.so $(LIBDIR)/libnccl-net.so
+
+tools: $(TOOLS)
+$(BUILD)/bin/%: tools/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
+
+# ---------------------------------------------------------------- tests
+GTEST_LIBS := -lgtest -lgtest_main
+UNIT_SRCS := $(wildcard test/unit/*.cc)
+NETNS_SRCS := $(wildcard test/netns/*.cc)
+TEST_COMMON := $(wildcard test/common/*.cc)
+TEST_HDRS := $(wildcard test/common/*.h)
+TEST_BINS := $(BUILD)/test/unit_tests
+ifneq ($(NETNS_SRCS),)
+TEST_BINS += $(BUILD)/test/netns_tests
+endif
+
+$(BUILD)/test/unit_tests: $(UNIT_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) $(LDFLAGS) -o $@ $(UNIT_SRCS) $(TEST_COMMON) \
+	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
+
+$(BUILD)/test/netns_tests: $(NETNS_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) $(LDFLAGS) -o $@ $(NETNS_SRCS) $(TEST_COMMON) \
+	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
+
+# Tiers may add their own rules and binaries (e.g. the soft-RoCE VM).
+-include test/softroce/softroce.mk
+
+test-build: lib tools $(TEST_BINS) $(SOFTROCE_BINS)
+
+test: deps-test
+	@$(MAKE) --no-print-directory test-build
+	@BUILD=$(BUILD) SOFTROCE=$(SOFTROCE) test/run-tests.sh
+
+demo: deps-build
+	@$(MAKE) --no-print-directory lib tools
+	LD_LIBRARY_PATH=$(CURDIR)/$(LIBDIR) $(BUILD)/bin/railnet-demo
+
+deps-build:
+	@scripts/deps.sh build
+deps-test:
+	@SOFTROCE=$(SOFTROCE) scripts/deps.sh test
+
+# ---------------------------------------------------------------- install
+install: lib tools
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/railnet_net \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(PLUGIN) $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libnccl-net-railnet.so $(DESTDIR)$(PREFIX)/lib/libnccl-net.so
+	install -m 0644 include/railnet.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 ext-net/include/railnet_net/*.h $(DESTDIR)$(PREFIX)/include/railnet_net/
+	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' railnet.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/railnet.pc
+
+clean:
+	rm -rf $(BUILD)/obj $(BUILD)/lib $(BUILD)/bin $(BUILD)/test

@@ -1,0 +1,11 @@
+// Loads a net plugin the way NCCL's loader does (NCCL_NET_PLUGIN naming rule).
+#pragma once
+#include <string>
+
+// NCCL_NET_PLUGIN=<name>: NCCL tries "libnccl-net-<name>.so", then <name> itself.
+std::string ncclPluginLibName(const std::string& name);
+// dlopen() of the plugin from the build tree (build/lib, next to this test binary's dir);
+// returns the handle or nullptr with *err set.
+void* loadPluginFromBuild(const std::string& name, std::string* err);
+// The build tree's lib directory (…/build/lib).
+std::string buildLibDir();

@@ -1,0 +1,71 @@
+// Helpers shared by railnet's GoogleTest suites.
+#pragma once
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "debug.h"
+#include "param.h"
+}
+
+// A test that needs something absent prints "SKIP: <reason>" and is counted as skipped.
+#define RAILNET_SKIP(reason)                                   \
+  do {                                                         \
+    std::string r_ = (reason);                                 \
+    printf("SKIP: %s\n", r_.c_str());                          \
+    GTEST_SKIP() << r_;                                        \
+  } while (0)
+
+// Sets environment variables for one test and restores them (and railnet's caches) after.
+class ScopedEnv {
+ public:
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->had) setenv(it->name.c_str(), it->value.c_str(), 1);
+      else unsetenv(it->name.c_str());
+    }
+    railnetParamReset();
+    railnetDebugReset();
+  }
+  void set(const char* name, const char* value) {
+    save(name);
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+    railnetParamReset();
+    railnetDebugReset();
+  }
+  void unset(const char* name) { set(name, nullptr); }
+
+ private:
+  struct Saved { std::string name, value; bool had; };
+  void save(const char* name) {
+    const char* v = getenv(name);
+    saved_.push_back({name, v ? v : "", v != nullptr});
+  }
+  std::vector<Saved> saved_;
+};
+
+// Collects messages railnet sends to an NCCL-style logger.
+struct LogCapture {
+  struct Line { int level; unsigned long flags; std::string msg; };
+  static std::vector<Line>& lines();
+  static void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...);
+  static bool contains(const std::string& needle, int level = -1);
+  static std::string all();
+  LogCapture() { lines().clear(); railnetSetLogger(logger); }
+  ~LogCapture() { railnetSetLogger(nullptr); }
+};
+
+// A fresh temporary directory, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& rel, const std::string& content) const;
+
+ private:
+  std::string path_;
+};

@@ -1,0 +1,68 @@
+#!/bin/bash
+# Runs every test tier that can run on this machine and prints one summary line:
+#   N passed, N failed, N skipped
+# A tier that cannot run says why; its tests count as skipped.
+set -u
+BUILD=${BUILD:-build}
+SOFTROCE=${SOFTROCE:-1}
+export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export RAILNET_BUILD="$PWD/$BUILD"
+PASSED=0 FAILED=0 SKIPPED=0
+LOGDIR="$BUILD/test/logs"
+mkdir -p "$LOGDIR"
+. test/gtest-count.sh
+
+# skip_all BIN REASON: count every test of BIN as skipped.
+skip_all() {
+  local n
+  n=$("$1" --gtest_list_tests 2>/dev/null | grep -c '^  ')
+  echo "SKIP: $2 ($n tests)"
+  SKIPPED=$((SKIPPED + n))
+}
+
+run_gtest() {
+  local name=$1 bin=$2 log="$LOGDIR/$1.log" rc
+  shift 2
+  echo "== tier $name: $bin"
+  timeout --kill-after=10 "${TIER_TIMEOUT:-900}" "$bin" --gtest_color=no "$@" >"$log" 2>&1
+  rc=$?
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^SKIP:|Failure|WARN' "$log" | grep -v -E '^\[  (FAILED|SKIPPED) \] [0-9]+ test' | head -400
+  count_gtest "$log" "$rc"
+}
+
+# 1. unit
+run_gtest unit "$BUILD/test/unit_tests"
+
+# 2. netns: real network namespaces and veth pairs, as root
+if [ -x "$BUILD/test/netns_tests" ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    skip_all "$BUILD/test/netns_tests" "netns tier needs root (network namespaces, veth)"
+  elif ! ip netns add railnet-probe-$$ 2>/dev/null; then
+    skip_all "$BUILD/test/netns_tests" "netns tier: 'ip netns add' failed on this machine"
+  else
+    ip netns del railnet-probe-$$
+    run_gtest netns "$BUILD/test/netns_tests"
+  fi
+fi
+
+# 3. soft-RoCE: IB tests against rdma_rxe (in a qemu VM unless the host has RDMA)
+if [ -x test/softroce/tier.sh ]; then
+  if [ "$SOFTROCE" = 0 ]; then
+    echo "SKIP: soft-RoCE tier disabled by SOFTROCE=0"
+    SKIPPED=$((SKIPPED + $(test/softroce/tier.sh --count)))
+  else
+    out="$LOGDIR/softroce.counts"
+    rm -f "$out"
+    test/softroce/tier.sh --counts-file "$out"
+    if [ -f "$out" ]; then
+      read -r p f s <"$out"
+      PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+    else
+      echo "soft-RoCE tier ended without results: counted as 1 failure"
+      FAILED=$((FAILED + 1))
+    fi
+  fi
+fi
+
+echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+[ "$FAILED" -eq 0 ]

@@ -1,0 +1,105 @@
+// Logging: NCCL_DEBUG, NCCL_DEBUG_SUBSYS (with ^), NCCL_DEBUG_FILE (%h, %p), the NCCL logger.
+#include "test_util.h"
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <unistd.h>
+
+extern "C" {
+#include "core.h"
+}
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string shortHost() {
+  char h[256] = {0};
+  gethostname(h, sizeof(h) - 1);
+  std::string s = h;
+  return s.substr(0, s.find('.'));
+}
+
+TEST(Debug, ParseSubsys) {
+  EXPECT_EQ(railnetParseSubsys("INIT,NET"), (unsigned long)(NCCL_INIT | NCCL_NET));
+  EXPECT_EQ(railnetParseSubsys("net , env"), (unsigned long)(NCCL_NET | NCCL_ENV));
+  EXPECT_EQ(railnetParseSubsys("^NET"), ~(unsigned long)NCCL_NET);
+  EXPECT_EQ(railnetParseSubsys("ALL"), (unsigned long)NCCL_ALL);
+  EXPECT_EQ(railnetParseSubsys("^ALL"), 0ul);
+  EXPECT_EQ(railnetParseSubsys(nullptr), (unsigned long)(NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV));
+  EXPECT_EQ(railnetParseSubsys("BOGUS"), 0ul);
+}
+
+TEST(Debug, ParseLevel) {
+  EXPECT_EQ(railnetParseLevel("INFO"), NCCL_LOG_INFO);
+  EXPECT_EQ(railnetParseLevel("warn"), NCCL_LOG_WARN);
+  EXPECT_EQ(railnetParseLevel("TRACE"), NCCL_LOG_TRACE);
+  EXPECT_EQ(railnetParseLevel("VERSION"), NCCL_LOG_VERSION);
+  EXPECT_EQ(railnetParseLevel("nonsense"), NCCL_LOG_NONE);
+  EXPECT_EQ(railnetParseLevel(nullptr), NCCL_LOG_NONE);
+}
+
+TEST(Debug, ExpandDebugFile) {
+  char out[512];
+  railnetExpandDebugFile("/tmp/nccl.%h.%p.log", out, sizeof(out));
+  std::string want = "/tmp/nccl." + shortHost() + "." + std::to_string(getpid()) + ".log";
+  EXPECT_EQ(std::string(out), want);
+  railnetExpandDebugFile("a%%b%q%", out, sizeof(out));
+  EXPECT_EQ(std::string(out), "a%b%q%");
+  char tiny[4];
+  railnetExpandDebugFile("%h%h%h", tiny, sizeof(tiny));
+  EXPECT_EQ(strlen(tiny), 3u);
+}
+
+TEST(Debug, SubsysFilterAndFileInNcclFormat) {
+  ScopedEnv env;
+  TempDir dir;
+  env.set("NCCL_DEBUG", "INFO");
+  env.set("NCCL_DEBUG_SUBSYS", "^NET");
+  env.set("NCCL_DEBUG_FILE", (dir.path() + "/log.%h.%p").c_str());
+  INFO(NCCL_NET, "net message %d", 1);
+  INFO(NCCL_INIT, "init message %d", 2);
+  WARN("warn message %d", 3);
+  railnetDebugReset();  // closes the file
+  std::string path = dir.path() + "/log." + shortHost() + "." + std::to_string(getpid());
+  std::string text = slurp(path);
+  EXPECT_EQ(text.find("net message"), std::string::npos) << text;
+  std::regex info("(^|\n)" + shortHost() + ":" + std::to_string(getpid()) + ":[0-9]+ \\[0\\] NCCL INFO init message 2\n");
+  EXPECT_TRUE(std::regex_search(text, info)) << text;
+  std::regex warn(":[0-9]+ \\[0\\] debug_test.cc:[0-9]+ NCCL WARN warn message 3\n");
+  EXPECT_TRUE(std::regex_search(text, warn)) << text;
+}
+
+TEST(Debug, LevelWarnHidesInfo) {
+  ScopedEnv env;
+  TempDir dir;
+  env.set("NCCL_DEBUG", "WARN");
+  env.set("NCCL_DEBUG_SUBSYS", "ALL");
+  env.set("NCCL_DEBUG_FILE", (dir.path() + "/log").c_str());
+  INFO(NCCL_INIT, "hidden info");
+  WARN("shown warn");
+  railnetDebugReset();
+  std::string text = slurp(dir.path() + "/log");
+  EXPECT_EQ(text.find("hidden info"), std::string::npos);
+  EXPECT_NE(text.find("shown warn"), std::string::npos);
+}
+
+TEST(Debug, ForwardsToNcclLogger) {
+  ScopedEnv env;
+  env.unset("NCCL_DEBUG");  // NCCL's logger filters, not railnet
+  LogCapture log;
+  INFO(NCCL_NET, "forwarded %s", "info");
+  WARN("forwarded warn");
+  ASSERT_EQ(LogCapture::lines().size(), 2u);
+  EXPECT_EQ(LogCapture::lines()[0].level, NCCL_LOG_INFO);
+  EXPECT_EQ(LogCapture::lines()[0].flags, (unsigned long)NCCL_NET);
+  EXPECT_EQ(LogCapture::lines()[0].msg, "forwarded info");
+  EXPECT_EQ(LogCapture::lines()[1].level, NCCL_LOG_WARN);
+}
+
+}  // namespace

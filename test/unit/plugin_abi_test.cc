@@ -1,0 +1,163 @@
+// The plugin as NCCL sees it: the ABI layout of every interface version, and the
+// exported ncclNetPlugin_v12 ... _v8 driven through init/devices/getProperties.
+#include "test_util.h"
+#include <dlfcn.h>
+#include <stddef.h>
+#include "plugin_loader.h"
+
+extern "C" {
+#include "railnet.h"
+}
+
+namespace {
+
+// Offsets of NCCL's net plugin structs on LP64 (x86-64, aarch64), from NCCL's headers.
+TEST(PluginAbi, PropertiesLayout) {
+  EXPECT_EQ(sizeof(ncclNetProperties_v8_t), 64u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, guid), 16u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, speed), 32u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, latency), 40u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, netDeviceType), 52u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v8_t, netDeviceVersion), 56u);
+
+  EXPECT_EQ(offsetof(ncclNetProperties_v9_t, forceFlush), 32u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v9_t, speed), 36u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v9_t, vProps), 64u);
+  EXPECT_EQ(sizeof(ncclNetVDeviceProps_v9_t), 20u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v9_t, maxP2pBytes), 88u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v9_t, maxCollBytes), 96u);
+  EXPECT_EQ(sizeof(ncclNetProperties_v9_t), 104u);
+  EXPECT_EQ(sizeof(ncclNetProperties_v10_t), 104u);
+
+  EXPECT_EQ(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize), 104u);
+  EXPECT_EQ(sizeof(ncclNetProperties_v11_t), 112u);
+
+  EXPECT_EQ(sizeof(ncclNetVDeviceProps_v12_t), 36u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, maxP2pBytes), 104u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, maxMultiRequestSize), 120u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, railId), 124u);
+  EXPECT_EQ(offsetof(ncclNetProperties_v12_t, planeId), 126u);
+  EXPECT_EQ(sizeof(ncclNetProperties_v12_t), 128u);
+
+  EXPECT_EQ(sizeof(ncclNetDeviceHandle_v8_t), 32u);
+  EXPECT_EQ(sizeof(ncclNetCommConfig_v10_t), 4u);
+  EXPECT_EQ(sizeof(ncclNetAttr_v11_t), 44u);
+  EXPECT_EQ(NCCL_NET_HANDLE_MAXSIZE, 128);
+  EXPECT_EQ(NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF, 7);
+  EXPECT_EQ(ncclRemoteError, 6);
+}
+
+TEST(PluginAbi, FunctionTableLayout) {
+  const size_t P = sizeof(void*);
+  EXPECT_EQ(sizeof(ncclNet_v8_t), 19 * P);
+  EXPECT_EQ(offsetof(ncclNet_v8_t, isend), 10 * P);
+  EXPECT_EQ(offsetof(ncclNet_v8_t, irecvConsumed), 18 * P);
+  EXPECT_EQ(sizeof(ncclNet_v9_t), 20 * P);
+  EXPECT_EQ(offsetof(ncclNet_v9_t, makeVDevice), 19 * P);
+  EXPECT_EQ(sizeof(ncclNet_v10_t), 20 * P);
+  EXPECT_EQ(offsetof(ncclNet_v10_t, connect), 5 * P);
+  EXPECT_EQ(sizeof(ncclNet_v11_t), 22 * P);
+  EXPECT_EQ(offsetof(ncclNet_v11_t, finalize), 20 * P);
+  EXPECT_EQ(offsetof(ncclNet_v11_t, setNetAttr), 21 * P);
+  EXPECT_EQ(sizeof(ncclNet_v12_t), 22 * P);
+}
+
+TEST(PluginLoader, NamingRule) {
+  EXPECT_EQ(ncclPluginLibName("railnet"), "libnccl-net-railnet.so");
+  EXPECT_EQ(ncclPluginLibName(""), "libnccl-net.so");
+}
+
+struct Plugin : ::testing::Test {
+  void* lib = nullptr;
+  void SetUp() override {
+    std::string err;
+    lib = loadPluginFromBuild("railnet", &err);
+    ASSERT_NE(lib, nullptr) << err;
+  }
+  void TearDown() override {
+    if (lib) dlclose(lib);
+  }
+  template <typename T>
+  T* sym(const char* name) {
+    return reinterpret_cast<T*>(dlsym(lib, name));
+  }
+};
+
+TEST_F(Plugin, ExportsEveryVersionAndNothingElse) {
+  for (const char* s : {"ncclNetPlugin_v8", "ncclNetPlugin_v9", "ncclNetPlugin_v10", "ncclNetPlugin_v11",
+                        "ncclNetPlugin_v12"})
+    EXPECT_NE(dlsym(lib, s), nullptr) << s;
+  EXPECT_EQ(dlsym(lib, "ncclNetPlugin_v7"), nullptr);
+  EXPECT_EQ(dlsym(lib, "railnetDebugLog"), nullptr);
+}
+
+// Drives every version the way NCCL does and checks what railnet's registry predicts:
+// with no transport usable, init fails with a WARN that says so; otherwise devices and
+// properties come back consistent across versions.
+TEST_F(Plugin, InitDevicesPropertiesThroughEveryVersion) {
+  ScopedEnv env;
+  env.set("RAILNET_TRANSPORT", "socket");
+  LogCapture log;
+  bool haveSocket = railnetGetNet("socket") != nullptr;
+
+  auto* v12 = sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  auto* v11 = sym<ncclNet_v11_t>("ncclNetPlugin_v11");
+  auto* v10 = sym<ncclNet_v10_t>("ncclNetPlugin_v10");
+  auto* v9 = sym<ncclNet_v9_t>("ncclNetPlugin_v9");
+  auto* v8 = sym<ncclNet_v8_t>("ncclNetPlugin_v8");
+  ASSERT_TRUE(v12 && v11 && v10 && v9 && v8);
+
+  void* ctx = nullptr;
+  ncclResult_t r12 = v12->init(&ctx, 0, nullptr, LogCapture::logger, nullptr);
+  if (!haveSocket) {
+    EXPECT_EQ(r12, ncclInternalError);
+    EXPECT_TRUE(LogCapture::contains("no transport available", NCCL_LOG_WARN)) << LogCapture::all();
+    EXPECT_EQ(v11->init(&ctx, 0, nullptr, LogCapture::logger, nullptr), ncclInternalError);
+    EXPECT_EQ(v10->init(LogCapture::logger, nullptr), ncclInternalError);
+    EXPECT_EQ(v9->init(LogCapture::logger), ncclInternalError);
+    EXPECT_EQ(v8->init(LogCapture::logger), ncclInternalError);
+    int ndev = -1;
+    EXPECT_EQ(v12->devices(&ndev), ncclInvalidUsage);  // calls before a good init are refused
+    return;
+  }
+  ASSERT_EQ(r12, ncclSuccess) << LogCapture::all();
+  EXPECT_STREQ(v12->name, "RailSocket");
+  int n12 = 0, n8 = 0;
+  ASSERT_EQ(v12->devices(&n12), ncclSuccess);
+  ASSERT_GT(n12, 0);
+  ASSERT_EQ(v8->init(LogCapture::logger), ncclSuccess);
+  ASSERT_EQ(v10->init(LogCapture::logger, nullptr), ncclSuccess);
+  ASSERT_EQ(v8->devices(&n8), ncclSuccess);
+  EXPECT_EQ(n8, n12);
+  for (int d = 0; d < n12; d++) {
+    ncclNetProperties_v12_t p12;
+    ncclNetProperties_v11_t p11;
+    ncclNetProperties_v9_t p9;
+    ncclNetProperties_v8_t p8;
+    ASSERT_EQ(v12->getProperties(d, &p12), ncclSuccess);
+    ASSERT_EQ(v11->getProperties(d, &p11), ncclSuccess);
+    ASSERT_EQ(v9->getProperties(d, &p9), ncclSuccess);
+    ASSERT_EQ(v8->getProperties(d, &p8), ncclSuccess);
+    EXPECT_STREQ(p12.name, p8.name);
+    EXPECT_EQ(p12.speed, p8.speed);
+    EXPECT_EQ(p12.speed, p9.speed);
+    EXPECT_EQ(p12.maxComms, p11.maxComms);
+    EXPECT_EQ(p12.maxRecvs, p9.maxRecvs);
+    EXPECT_EQ(p12.ptrSupport, p8.ptrSupport);
+    EXPECT_EQ(p12.maxP2pBytes, p9.maxP2pBytes);
+    EXPECT_EQ(p12.guid, p11.guid);
+  }
+  EXPECT_EQ(v12->finalize(ctx), ncclSuccess);
+}
+
+TEST_F(Plugin, InvalidTransportChoiceIsRefused) {
+  ScopedEnv env;
+  env.set("RAILNET_TRANSPORT", "carrier-pigeon");
+  LogCapture log;
+  auto* v12 = sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  void* ctx = nullptr;
+  EXPECT_EQ(v12->init(&ctx, 0, nullptr, LogCapture::logger, nullptr), ncclInvalidArgument);
+  EXPECT_TRUE(LogCapture::contains("RAILNET_TRANSPORT=carrier-pigeon", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+}  // namespace

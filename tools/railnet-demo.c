@@ -1,0 +1,166 @@
+/*
+ * railnet-demo: load a net plugin the way NCCL does, print what it found, and move
+ * data through it between a listening and a connecting comm in this process.
+ *
+ *   railnet-demo [--size BYTES] [--iters N]
+ * The plugin is NCCL_NET_PLUGIN's library (default "railnet": libnccl-net-railnet.so,
+ * found through LD_LIBRARY_PATH as NCCL finds it).
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <railnet_net/net.h>
+
+static int verbose;
+
+/* The logger NCCL would pass: print INFO only with NCCL_DEBUG=INFO, WARN always. */
+static void demoLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  (void)flags;
+  if (level > NCCL_LOG_WARN && !verbose) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (level == NCCL_LOG_WARN) fprintf(stderr, "NCCL WARN %s:%d %s\n", file, line, msg);
+  else printf("NCCL INFO %s\n", msg);
+}
+
+static double nowSec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define CHECK(call)                                                                    \
+  do {                                                                                 \
+    ncclResult_t r_ = (call);                                                          \
+    if (r_ != ncclSuccess) {                                                           \
+      fprintf(stderr, "railnet-demo: %s failed with result %d\n", #call, (int)r_);     \
+      return 1;                                                                        \
+    }                                                                                  \
+  } while (0)
+
+/* Waits for one request with a deadline; returns the size the peer reported. */
+static int waitReq(ncclNet_v12_t* net, void* req, int* size, double deadline) {
+  int done = 0;
+  while (!done) {
+    CHECK(net->test(req, &done, size));
+    if (!done && nowSec() > deadline) {
+      fprintf(stderr, "railnet-demo: transfer did not complete within the deadline\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int moveData(ncclNet_v12_t* net, void* ctx, int dev, size_t size, int iters) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *listenComm = NULL, *sendComm = NULL, *recvComm = NULL;
+  ncclNetDeviceHandle_v12_t *sdev = NULL, *rdev = NULL;
+  CHECK(net->listen(ctx, dev, handle, &listenComm));
+  double deadline = nowSec() + 30;
+  while (sendComm == NULL || recvComm == NULL) {
+    if (sendComm == NULL) CHECK(net->connect(ctx, dev, handle, &sendComm, &sdev));
+    if (recvComm == NULL) CHECK(net->accept(listenComm, &recvComm, &rdev));
+    if (nowSec() > deadline) {
+      fprintf(stderr, "railnet-demo: connection not established within 30 s\n");
+      return 1;
+    }
+  }
+  char* sbuf = malloc(size ? size : 1);
+  char* rbuf = malloc(size ? size : 1);
+  if (!sbuf || !rbuf) return 1;
+  for (size_t i = 0; i < size; i++) sbuf[i] = (char)(i * 7 + 3);
+  void *smh, *rmh;
+  CHECK(net->regMr(sendComm, sbuf, size, NCCL_PTR_HOST, &smh));
+  CHECK(net->regMr(recvComm, rbuf, size, NCCL_PTR_HOST, &rmh));
+  double t0 = nowSec();
+  for (int it = 0; it < iters; it++) {
+    void *sreq = NULL, *rreq = NULL;
+    void* data = rbuf;
+    size_t rsize = size;
+    int tag = it;
+    memset(rbuf, 0, size);
+    deadline = nowSec() + 30;
+    while (rreq == NULL) CHECK(net->irecv(recvComm, 1, &data, &rsize, &tag, &rmh, NULL, &rreq));
+    while (sreq == NULL) CHECK(net->isend(sendComm, sbuf, size, it, smh, NULL, &sreq));
+    int ssize = 0, got = -1;
+    if (waitReq(net, sreq, &ssize, deadline) || waitReq(net, rreq, &got, deadline)) return 1;
+    if ((size_t)got != size || memcmp(sbuf, rbuf, size) != 0) {
+      fprintf(stderr, "railnet-demo: data mismatch (received %d of %zu bytes)\n", got, size);
+      return 1;
+    }
+  }
+  double dt = nowSec() - t0;
+  printf("moved %d x %zu bytes through %s device %d: data verified, %.1f MB/s\n", iters, size, net->name, dev,
+         dt > 0 ? (double)size * iters / dt / 1e6 : 0.0);
+  CHECK(net->deregMr(sendComm, smh));
+  CHECK(net->deregMr(recvComm, rmh));
+  CHECK(net->closeSend(sendComm));
+  CHECK(net->closeRecv(recvComm));
+  CHECK(net->closeListen(listenComm));
+  free(sbuf);
+  free(rbuf);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  size_t size = 1 << 20;
+  int iters = 16;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = strtoull(argv[++i], NULL, 0);
+    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
+    else {
+      printf("usage: %s [--size BYTES] [--iters N]\n"
+             "Loads NCCL_NET_PLUGIN's library (default railnet -> libnccl-net-railnet.so) as NCCL\n"
+             "does, lists its devices and moves data through device 0 within this process.\n"
+             "NCCL_DEBUG=INFO shows the plugin's INFO lines.\n", argv[0]);
+      return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    }
+  }
+  const char* dbg = getenv("NCCL_DEBUG");
+  verbose = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+  const char* plugin = getenv("NCCL_NET_PLUGIN");
+  if (plugin == NULL || plugin[0] == '\0') plugin = "railnet";
+  char lib[512];
+  snprintf(lib, sizeof(lib), "libnccl-net-%s.so", plugin);
+  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    fprintf(stderr, "railnet-demo: cannot load %s: %s (set LD_LIBRARY_PATH to the plugin's directory)\n", lib,
+            dlerror());
+    return 1;
+  }
+  ncclNet_v12_t* net = dlsym(h, "ncclNetPlugin_v12");
+  if (net == NULL) {
+    fprintf(stderr, "railnet-demo: %s has no ncclNetPlugin_v12\n", lib);
+    return 1;
+  }
+  printf("loaded %s (ncclNetPlugin_v12)\n", lib);
+  void* ctx = NULL;
+  ncclResult_t res = net->init(&ctx, 0, NULL, demoLogger, NULL);
+  if (res != ncclSuccess) {
+    fprintf(stderr, "railnet-demo: init failed with result %d (see the WARN above)\n", (int)res);
+    return 1;
+  }
+  int ndev = 0;
+  CHECK(net->devices(&ndev));
+  printf("network %s: %d device(s)\n", net->name, ndev);
+  for (int d = 0; d < ndev; d++) {
+    ncclNetProperties_v12_t p;
+    memset(&p, 0, sizeof(p));
+    CHECK(net->getProperties(d, &p));
+    printf("  [%d] %s speed %d Mbps port %d guid 0x%llx pciPath %s ptrSupport 0x%x maxComms %d maxRecvs %d\n", d,
+           p.name, p.speed, p.port, (unsigned long long)p.guid, p.pciPath ? p.pciPath : "(none)", p.ptrSupport,
+           p.maxComms, p.maxRecvs);
+  }
+  if (ndev == 0) return 1;
+  int rc = moveData(net, ctx, 0, size, iters);
+  if (net->finalize) net->finalize(ctx);
+  return rc;
+}
