@@ -1,0 +1,152 @@
+/*
+ * railnet socket layer (NCCL's misc/socket): addresses, interface selection and the
+ * ncclSocket used for bootstrap-style connections and by the transports.
+ */
+#ifndef RAILNET_SOCKET_H
+#define RAILNET_SOCKET_H
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAX_IFS 16
+#define MAX_IF_NAME_SIZE 16
+#define SOCKET_NAME_MAXLEN (NI_MAXHOST + NI_MAXSERV)
+
+union ncclSocketAddress {
+  struct sockaddr sa;
+  struct sockaddr_in sin;
+  struct sockaddr_in6 sin6;
+};
+
+/* ---------------------------------------------------------------- matcher
+ * NCCL_SOCKET_IFNAME / NCCL_IB_HCA syntax: comma-separated prefixes; a leading '^'
+ * excludes, a leading '=' (after '^' if both) asks for exact names; with ports
+ * allowed, "mlx5_0:1" restricts a device to one port.
+ */
+#define RAILNET_IFLIST_MAX 32
+typedef struct {
+  char name[64];
+  int port; /* -1: any port */
+} railnetIfEntry;
+
+typedef struct {
+  railnetIfEntry entries[RAILNET_IFLIST_MAX];
+  int count;
+  int exclude; /* '^' */
+  int exact;   /* '=' */
+} railnetIfList;
+
+/* Parses spec into list. allowPort: accept ":port" suffixes. WARNs and returns
+ * ncclInvalidArgument on a malformed spec (too many entries, name too long, bad port). */
+ncclResult_t railnetIfListParse(const char* spec, int allowPort, railnetIfList* list);
+/* Does the list select this name (and port, -1 when not applicable)? Honours '^'. */
+int railnetIfListSelects(const railnetIfList* list, const char* name, int port);
+
+/* ---------------------------------------------------------------- interfaces */
+
+/* How ncclFindInterfaces chose (for INFO lines and railnet-diag). */
+typedef enum {
+  RAILNET_IF_NONE = 0,
+  RAILNET_IF_USER,      /* NCCL_SOCKET_IFNAME */
+  RAILNET_IF_IB,        /* names starting with "ib" */
+  RAILNET_IF_SUBNET,    /* same subnet as NCCL_COMM_ID */
+  RAILNET_IF_DEFAULT,   /* anything but docker*, lo, virbr* */
+  RAILNET_IF_DOCKER,
+  RAILNET_IF_LO,
+  RAILNET_IF_VIRBR
+} railnetIfStep;
+const char* railnetIfStepName(railnetIfStep step);
+
+/* NCCL's ncclFindInterfaces: fills up to maxIfs names (each ifNameMaxSize bytes, packed
+ * in ifNames) and addresses; *nIfs gets the count. `step` (may be NULL) says which step
+ * of the fallback chain found them. */
+ncclResult_t railnetFindInterfaces(char* ifNames, union ncclSocketAddress* ifAddrs, int ifNameMaxSize, int maxIfs,
+                                   int* nIfs, railnetIfStep* step);
+ncclResult_t ncclFindInterfaces(char* ifNames, union ncclSocketAddress* ifAddrs, int ifNameMaxSize, int maxIfs,
+                                int* nIfs);
+/* The interface whose subnet contains remoteAddr (NCCL_COMM_ID's rule). */
+ncclResult_t ncclFindInterfaceMatchSubnet(char* ifName, union ncclSocketAddress* localAddr,
+                                          const union ncclSocketAddress* remoteAddr, int ifNameMaxSize, int* found);
+
+/* ---------------------------------------------------------------- addresses */
+
+/* "1.2.3.4:5", "[2001:db8::1]:5", "host:5"; WARNs and fails on anything else. */
+ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* ua, const char* ipPortPair);
+/* "1.2.3.4<5>" style as NCCL prints addresses (numeric host; "<port>"). */
+const char* ncclSocketToString(const union ncclSocketAddress* addr, char* buf, int numericHostForm);
+/* Byte length of the sockaddr for this family (0 for an unknown family). */
+socklen_t railnetSockaddrLen(const union ncclSocketAddress* addr);
+
+/* ---------------------------------------------------------------- sockets */
+
+enum ncclSocketState {
+  ncclSocketStateNone = 0,
+  ncclSocketStateInitialized,
+  ncclSocketStateAccepting,
+  ncclSocketStateAccepted,
+  ncclSocketStateConnecting,
+  ncclSocketStateConnectPolling,
+  ncclSocketStateConnected,
+  ncclSocketStateReady,
+  ncclSocketStateTerminating,
+  ncclSocketStateClosed,
+  ncclSocketStateError
+};
+
+/* Who is on the other end: a connecting peer announces it; accept refuses the wrong type. */
+enum ncclSocketType {
+  ncclSocketTypeUnknown = 0,
+  ncclSocketTypeBootstrap = 1,
+  ncclSocketTypeProxy = 2,
+  ncclSocketTypeNetSocket = 3,
+  ncclSocketTypeNetIb = 4,
+  ncclSocketTypeRasNetwork = 5
+};
+
+struct ncclSocket {
+  int fd;
+  int acceptFd;
+  int errorRetries;   /* connect attempts so far */
+  union ncclSocketAddress addr;
+  volatile uint32_t* abortFlag;
+  int asyncFlag;
+  enum ncclSocketState state;
+  int salen;
+  uint64_t magic;
+  enum ncclSocketType type;
+  int customRetry;
+  int finalizeCounter; /* bytes of the handshake done so far */
+  char finalizeBuffer[sizeof(uint64_t) + sizeof(int)];
+  uint64_t connectStartNs;
+  int retrySleepMs;
+};
+
+#define NCCL_SOCKET_SEND 0
+#define NCCL_SOCKET_RECV 1
+
+ncclResult_t ncclSocketInit(struct ncclSocket* sock, const union ncclSocketAddress* addr, uint64_t magic,
+                            enum ncclSocketType type, volatile uint32_t* abortFlag, int asyncFlag);
+ncclResult_t ncclSocketListen(struct ncclSocket* sock);
+ncclResult_t ncclSocketGetAddr(struct ncclSocket* sock, union ncclSocketAddress* addr);
+ncclResult_t ncclSocketConnect(struct ncclSocket* sock);
+ncclResult_t ncclSocketReady(struct ncclSocket* sock, int* running);
+ncclResult_t ncclSocketAccept(struct ncclSocket* sock, struct ncclSocket* listenSock);
+ncclResult_t ncclSocketGetFd(struct ncclSocket* sock, int* fd);
+/* Non-blocking progress: moves what the socket takes now, adds it to *offset. */
+ncclResult_t ncclSocketProgress(int op, struct ncclSocket* sock, void* ptr, int size, int* offset, int* closed);
+/* Blocking (with NCCL_SOCKET_POLL_TIMEOUT / progress checks) send/recv of exactly size bytes. */
+ncclResult_t ncclSocketSend(struct ncclSocket* sock, void* ptr, int size);
+ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size);
+ncclResult_t ncclSocketClose(struct ncclSocket* sock);
+/* The default magic of railnet's sockets (NCCL_SOCKET_MAGIC overrides). */
+uint64_t railnetSocketMagic(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
