@@ -1,0 +1,141 @@
+#!/bin/bash
+# Prepares the soft-RoCE VM's inputs under a cache directory (build/softroce).
+# Called by softroce.mk; each step writes its output only when it succeeded.
+#
+#   prepare.sh kernel-id FILE   resolve the current plain amd64 kernel package from the
+#                               linux-image-amd64 metapackage; rewrite FILE ("pkg version")
+#                               only when it changed, so make rebuilds only then
+#   prepare.sh kernel DIR       download that package (apt-get download, never installed),
+#                               unpack it into DIR/kernel with dpkg-deb -x, run depmod
+#   prepare.sh initramfs DIR    build DIR/initramfs.cpio: busybox, the modules, /init
+#
+# SOFTROCE_KERNEL_DEB=/path/linux-image-*.deb uses that package instead (offline machines).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+META=linux-image-amd64
+# What the VM loads; modprobe --show-depends adds their dependencies in load order.
+# crc32_generic: rdma_rxe asks the crypto API for "crc32" (no hard module dependency).
+MODULES="crc32_generic rdma_rxe veth virtio_pci 9pnet_virtio 9p"
+
+die() { echo "softroce prepare: $*" >&2; exit 1; }
+
+resolve_kernel() {
+  apt-cache depends "$META" 2>/dev/null |
+    sed -n 's/^ *Depends: <\{0,1\}\(linux-image-[^ >]*\)>\{0,1\}$/\1/p' | head -1
+}
+
+kernel_id() {
+  local out=$1 pkg ver new
+  if [ -n "${SOFTROCE_KERNEL_DEB:-}" ]; then
+    [ -f "$SOFTROCE_KERNEL_DEB" ] || die "SOFTROCE_KERNEL_DEB=$SOFTROCE_KERNEL_DEB: no such file"
+    new="file:$(readlink -f "$SOFTROCE_KERNEL_DEB") $(stat -c %Y "$SOFTROCE_KERNEL_DEB")"
+  else
+    pkg=$(resolve_kernel)
+    if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
+      # A fresh machine may have no package lists yet.
+      apt-get update -qq >/dev/null 2>&1 || true
+      pkg=$(resolve_kernel)
+    fi
+    ver=""
+    [ -n "$pkg" ] && ver=$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+    if [ -z "$pkg" ] || [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
+      if [ -s "$out" ]; then
+        echo "softroce prepare: cannot resolve $META (no apt lists?); keeping $(cat "$out")" >&2
+        return 0
+      fi
+      die "cannot resolve the kernel package from $META: run 'apt-get update' (as root)"
+    fi
+    new="$pkg $ver"
+  fi
+  mkdir -p "$(dirname "$out")"
+  if [ ! -f "$out" ] || [ "$(cat "$out")" != "$new" ]; then
+    echo "$new" >"$out"
+    echo "softroce: kernel package $new"
+  fi
+}
+
+unpack_kernel() {
+  local dir=$1 id pkg ver deb tmp kver
+  id=$(cat "$dir/kernel.id")
+  if [ "${id#file:}" != "$id" ]; then
+    deb=${id#file:}; deb=${deb% *}
+  else
+    pkg=${id% *}; ver=${id#* }
+    mkdir -p "$dir/dl"
+    deb=$(find "$dir/dl" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
+    if [ -z "$deb" ] || [ "$(dpkg-deb -f "$deb" Version)" != "$ver" ]; then
+      rm -f "$dir/dl/"*.deb
+      echo "softroce: apt-get download $pkg=$ver"
+      (cd "$dir/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >/dev/null) ||
+        die "apt-get download $pkg=$ver failed"
+      deb=$(find "$dir/dl" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
+      [ -n "$deb" ] || die "apt-get download left no ${pkg}_*.deb in $dir/dl"
+    fi
+  fi
+  tmp="$dir/kernel.tmp"
+  rm -rf "$tmp"
+  echo "softroce: unpacking $(basename "$deb")"
+  dpkg-deb -x "$deb" "$tmp"
+  # Debian 12 ships /lib/modules; later releases /usr/lib/modules. depmod -b wants lib/.
+  if [ ! -d "$tmp/lib/modules" ] && [ -d "$tmp/usr/lib/modules" ]; then
+    ln -s usr/lib "$tmp/lib"
+  fi
+  kver=$(ls "$tmp/lib/modules" | head -1)
+  [ -n "$kver" ] || die "$deb has no lib/modules/<version>"
+  [ -f "$tmp/boot/vmlinuz-$kver" ] || die "$deb has no boot/vmlinuz-$kver"
+  depmod -b "$tmp" "$kver"
+  echo "$kver" >"$tmp/version"
+  rm -rf "$dir/kernel"
+  mv "$tmp" "$dir/kernel"
+  touch "$dir/kernel/stamp"
+}
+
+build_initramfs() {
+  local dir=$1 kdir="$1/kernel" kver root m base list applet bb
+  kver=$(cat "$kdir/version")
+  root="$dir/initramfs.tmp"
+  rm -rf "$root"
+  mkdir -p "$root"/{bin,dev,proc,sys,tmp,hostroot,out,lib/modules}
+  bb=$(command -v busybox || true)
+  [ -n "$bb" ] || die "busybox not found (package busybox-static)"
+  ! ldd "$bb" >/dev/null 2>&1 || die "$bb is dynamically linked: install busybox-static"
+  cp "$bb" "$root/bin/busybox"
+  for applet in $("$bb" --list); do
+    [ "$applet" = busybox ] || ln -s busybox "$root/bin/$applet"
+  done
+  # The kernel opens /dev/console before /init runs; /init also mounts devtmpfs.
+  mknod -m 600 "$root/dev/console" c 5 1 2>/dev/null || true
+  list=$(modprobe -d "$kdir" -S "$kver" -a --show-depends $MODULES) ||
+    die "modprobe --show-depends failed for: $MODULES"
+  : >"$root/modules.load"
+  for m in $(echo "$list" | awk '$1 == "insmod" && !seen[$2]++ { print $2 }'); do
+    base=$(basename "$m")
+    case "$base" in
+      *.ko) cp "$m" "$root/lib/modules/$base" ;;
+      *.ko.xz) base=${base%.xz}; xz -dc "$m" >"$root/lib/modules/$base" ;;
+      *.ko.zst) base=${base%.zst}; zstd -qdc "$m" >"$root/lib/modules/$base" ;;
+      *.ko.gz) base=${base%.gz}; gzip -dc "$m" >"$root/lib/modules/$base" ;;
+      *) die "unexpected module file $m" ;;
+    esac
+    echo "$base" >>"$root/modules.load"
+  done
+  for m in $MODULES; do
+    grep -q "^${m//-/_}\.ko$" "$root/modules.load" ||
+      echo "$list" | grep -q "^builtin ${m//-/_}" ||
+      die "module $m not found in $kver"
+  done
+  echo "$kver" >"$root/kernel-version"
+  install -m 755 "$HERE/init" "$root/init"
+  # Uncompressed: the emulated CPU would spend longer decompressing than reading it.
+  (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) >"$dir/initramfs.cpio.tmp"
+  mv "$dir/initramfs.cpio.tmp" "$dir/initramfs.cpio"
+  echo "softroce: initramfs for $kver: $(grep -c . "$root/modules.load") modules, $(du -h "$dir/initramfs.cpio" | cut -f1)"
+  rm -rf "$root"
+}
+
+case "${1:-}" in
+  kernel-id) kernel_id "$2" ;;
+  kernel) unpack_kernel "$2" ;;
+  initramfs) build_initramfs "$2" ;;
+  *) echo "usage: $0 kernel-id FILE | kernel DIR | initramfs DIR" >&2; exit 2 ;;
+esac
