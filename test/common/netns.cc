@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -347,3 +350,29 @@ bool NetNs::noLinkLocal(const std::string& ifname) const {
 }
 
 bool NetNs::deleteLink(const std::string& ifname) const { return sh("ip link del dev " + q(ifname)); }
+
+bool NetNs::waitRunning(const std::string& ifname, bool running, int timeoutMs) const {
+  NetNsResult r = run(
+      [&](NetNsIo& io) {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return 2;
+        int64_t deadline = nowMs() + timeoutMs;
+        for (;;) {
+          struct ifreq ifr;
+          memset(&ifr, 0, sizeof(ifr));
+          snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname.c_str());
+          if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
+            io.say("SIOCGIFFLAGS " + ifname + ": " + strerror(errno));
+            return 3;
+          }
+          if (((ifr.ifr_flags & IFF_RUNNING) != 0) == running) return 0;
+          if (nowMs() >= deadline) return 1;
+          usleep(10000);
+        }
+      },
+      timeoutMs + 5000);
+  if (!r.success())
+    fprintf(stderr, "netns %s: %s did not become %s: %s\n", name_.c_str(), ifname.c_str(),
+            running ? "running" : "not running", r.describe().c_str());
+  return r.success();
+}

@@ -114,6 +114,9 @@ class NetNs {
   // No automatic IPv6 link-local address (call before up()).
   bool noLinkLocal(const std::string& ifname) const;
   bool deleteLink(const std::string& ifname) const;
+  // Wait until ifname has IFF_RUNNING (up, with carrier: the kernel sets it
+  // asynchronously after `up`) or, with running=false, until it lost it.
+  bool waitRunning(const std::string& ifname, bool running = true, int timeoutMs = 5000) const;
 
  private:
   std::string name_;

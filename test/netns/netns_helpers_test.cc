@@ -80,3 +80,16 @@ TEST(NetNsHelpers, ConcurrentChildrenTalkToTheParent) {
   EXPECT_TRUE(r.success()) << r.describe();
   EXPECT_EQ(r.out, "done\n");
 }
+
+TEST(NetNsHelpers, WaitRunningFollowsTheCarrier) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("w"), b("w");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(NetNs::veth(a, "eth0", b, "peer0"));
+  ASSERT_TRUE(a.up("eth0"));
+  EXPECT_FALSE(a.waitRunning("eth0", true, 200)) << "no carrier while the peer end is down";
+  ASSERT_TRUE(b.up("peer0"));
+  EXPECT_TRUE(a.waitRunning("eth0"));
+  ASSERT_TRUE(b.down("peer0"));
+  EXPECT_TRUE(a.waitRunning("eth0", false));
+}
