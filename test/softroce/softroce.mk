@@ -16,18 +16,23 @@ $(BUILD)/test/softroce/%: $(SR_SRC)/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -libverbs
 
-# (b) the IB transport's GoogleTest suite, once test/ib has tests
+# (b) the IB transport's GoogleTest suite, once test/ib has tests. The list of its
+# sources is a prerequisite too, so that deleting a test file relinks the binary.
 IB_SRCS := $(wildcard test/ib/*.cc)
 ifneq ($(IB_SRCS),)
 SOFTROCE_BINS += $(BUILD)/test/ib_tests
-$(BUILD)/test/ib_tests: $(IB_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS)
+$(BUILD)/test/ib_tests.sources: softroce-phony
+	@mkdir -p $(dir $@)
+	@echo '$(IB_SRCS) $(TEST_COMMON)' | cmp -s - $@ || echo '$(IB_SRCS) $(TEST_COMMON)' >$@
+$(BUILD)/test/ib_tests: $(IB_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS) $(BUILD)/test/ib_tests.sources
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) $(LDFLAGS) -o $@ $(IB_SRCS) $(TEST_COMMON) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
 endif
 
 # ---------------------------------------------------------------- the VM
-.PHONY: softroce-vm softroce-clean softroce-kernel-id
+.PHONY: softroce-vm softroce-clean softroce-kernel-id softroce-phony
+softroce-phony:
 softroce-vm: $(SR_DIR)/vmlinux $(SR_DIR)/initramfs.cpio
 
 # Re-resolved on every use; the file changes only when linux-image-amd64 points elsewhere.

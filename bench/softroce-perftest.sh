@@ -1,0 +1,128 @@
+#!/bin/bash
+# bench/softroce-perftest.sh [options] [NAME=COMMAND ...]
+#
+# perftest's ib_write_bw and ib_write_lat between the two soft-RoCE devices (rxe0 ->
+# rxe1 over the veth pair, see test/softroce/run-vm.sh), in one VM boot together with
+# any further NAME=COMMAND jobs (e.g. railnet's own benchmark), so that ratios to the
+# perftest figures are taken on the same emulated link in the same run. Under TCG the
+# absolute numbers mean little; the ratios are what to read.
+#
+# Options:
+#   --bw-sizes "S ..."    ib_write_bw message sizes   (default: 4096 65536 1048576)
+#   --lat-sizes "S ..."   ib_write_lat message sizes  (default: 8 4096 65536)
+#   --bw-bytes N          bytes per ib_write_bw size, sets -n (default: 16 MiB)
+#   --lat-iters N         ib_write_lat -n (default: 200)
+#   -o DIR                result directory (default: $RAILNET_BUILD/softroce/bench)
+# Results: DIR/perftest.tsv, one line per measurement, tab-separated:
+#   ib_write_bw   SIZE  ITERS  BW_PEAK_MBps  BW_AVG_MBps
+#   ib_write_lat  SIZE  ITERS  T_MIN_us  T_MAX_us  T_TYPICAL_us  T_AVG_us
+# and DIR/NAME.log for the extra jobs, which run after perftest and can read that file
+# ($SOFTROCE_OUT/perftest.tsv) to print their ratios.
+# Inside the VM this script is called back as: softroce-perftest.sh --in-vm bw|lat SIZES N
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+
+# ------------------------------------------------------------------ inside the VM
+wait_listen() { # port: until a server listens on it (10 s)
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# run_pair TOOL SIZE ITERS PORT: server on device 1, client on device 0 (the client
+# writes: data flows device 0 -> device 1); prints the client's result row (the line
+# after the "#bytes" header).
+run_pair() {
+  local tool=$1 size=$2 iters=$3 port=$4 d0 d1 g0 g1 a1 spid log rc
+  read -r d0 d1 <<<"$SOFTROCE_DEVS"
+  read -r g0 g1 <<<"$SOFTROCE_GID_INDEXES"
+  read -r _ a1 <<<"$SOFTROCE_ADDRS"
+  log=$SOFTROCE_OUT/$tool.$size
+  "$tool" -d "$d1" -x "$g1" -s "$size" -n "$iters" -F -p "$port" >"$log.server" 2>&1 &
+  spid=$!
+  if ! wait_listen "$port"; then
+    echo "$tool -s $size: the server on $d1 did not listen on port $port" >&2
+    kill "$spid" 2>/dev/null; cat "$log.server" >&2; return 1
+  fi
+  "$tool" -d "$d0" -x "$g0" -s "$size" -n "$iters" -F -p "$port" "$a1" >"$log.client" 2>&1
+  rc=$?
+  wait "$spid" || rc=1
+  if [ $rc -ne 0 ]; then
+    echo "$tool -s $size failed; client then server output:" >&2
+    cat "$log.client" "$log.server" >&2
+    return 1
+  fi
+  awk '/^ *#bytes/ { h = 1; next } h && NF > 2 && $1 ~ /^[0-9]+$/ { print; exit }' "$log.client"
+}
+
+in_vm() {
+  local kind=$1 sizes=$2 n=$3 size iters row port=18515 status=0
+  for size in $sizes; do
+    port=$((port + 1))
+    if [ "$kind" = bw ]; then
+      iters=$((n / size)); [ $iters -lt 20 ] && iters=20; [ $iters -gt 5000 ] && iters=5000
+      row=$(run_pair ib_write_bw "$size" "$iters" "$port") || { status=1; continue; }
+      set -- $row  # bytes iterations peak average msgrate
+      printf 'ib_write_bw\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" | tee -a "$SOFTROCE_OUT/perftest.tsv"
+    else
+      row=$(run_pair ib_write_lat "$size" "$n" "$port") || { status=1; continue; }
+      set -- $row  # bytes iterations t_min t_max t_typical t_avg ...
+      printf 'ib_write_lat\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" |
+        tee -a "$SOFTROCE_OUT/perftest.tsv"
+    fi
+  done
+  return $status
+}
+
+if [ "${1:-}" = --in-vm ]; then
+  shift
+  in_vm "$@"
+  exit
+fi
+
+# ------------------------------------------------------------------ on the host
+BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_BYTES=$((16 << 20)) LAT_ITERS=200
+OUT=${RAILNET_BUILD:-$REPO/build}/softroce/bench
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bw-sizes) BW_SIZES=$2; shift 2 ;;
+    --lat-sizes) LAT_SIZES=$2; shift 2 ;;
+    --bw-bytes) BW_BYTES=$2; shift 2 ;;
+    --lat-iters) LAT_ITERS=$2; shift 2 ;;
+    -o) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *=*) extra+=("$1"); shift ;;
+    *) echo "softroce-perftest: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+for tool in ib_write_bw ib_write_lat ss; do
+  command -v $tool >/dev/null || { echo "softroce-perftest: $tool not found (packages perftest, iproute2)" >&2; exit 2; }
+done
+self="$HERE/$(basename "$0")"
+"$REPO/test/softroce/run-vm.sh" -o "$OUT" \
+  "perftest_bw=$self --in-vm bw '$BW_SIZES' $BW_BYTES" \
+  "perftest_lat=$self --in-vm lat '$LAT_SIZES' $LAT_ITERS" \
+  "${extra[@]}"
+rc=$?
+[ $rc -eq 2 ] && exit 2
+for j in perftest_bw perftest_lat; do
+  [ "$(cat "$OUT/$j.rc" 2>/dev/null)" = 0 ] || { echo "== $j failed:"; cat "$OUT/$j.log"; }
+done
+devs=$(sed -n 's/^rxe ok //p' "$OUT/status")
+echo "== perftest on soft-RoCE (${devs% *} -> ${devs#* }; under TCG compare ratios, not absolutes)"
+awk -F'\t' '
+  $1 == "ib_write_bw"  { printf "  ib_write_bw   %8d B  %6d iters  avg %8.2f MB/s  (peak %.2f)\n", $2, $3, $5, $4 }
+  $1 == "ib_write_lat" { printf "  ib_write_lat  %8d B  %6d iters  avg %8.2f us    (min %.2f, typical %.2f)\n", $2, $3, $7, $4, $6 }
+' "$OUT/perftest.tsv" 2>/dev/null
+for j in "${extra[@]}"; do
+  name=${j%%=*}
+  echo "== $name (exit $(cat "$OUT/$name.rc" 2>/dev/null || echo "none"))"
+  cat "$OUT/$name.log" 2>/dev/null
+done
+echo "results: $OUT/perftest.tsv"
+exit $rc
