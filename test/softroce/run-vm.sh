@@ -16,7 +16,7 @@
 #
 # Exit status: 0 all commands exited 0; 1 some command failed; 2 the VM or the device
 # setup failed (its console log is printed).
-# Environment: SOFTROCE_MODE=vm|host (default: host when ibv_devinfo shows PORT_ACTIVE),
+# Environment: SOFTROCE_RUN_ON=vm|host (default: host when ibv_devinfo shows PORT_ACTIVE),
 # SOFTROCE_VM_TIMEOUT (hard limit for the whole VM, default 280 s),
 # SOFTROCE_CMD_TIMEOUT (per command, default 180 s), RAILNET_BUILD (build directory).
 set -u
@@ -46,7 +46,7 @@ case "$OUT" in *[[:space:]]*) echo "run-vm.sh: OUTDIR must not contain spaces: $
 say() { [ "$QUIET" = 1 ] || echo "$*"; }
 fail() { echo "softroce: $*"; exit 2; }
 
-MODE=${SOFTROCE_MODE:-}
+MODE=${SOFTROCE_RUN_ON:-}
 if [ -z "$MODE" ]; then
   MODE=vm
   if command -v ibv_devinfo >/dev/null && ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then

@@ -39,7 +39,7 @@ esac
 
 echo "== tier soft-RoCE: ${#bins[@]} binaries"
 t0=$(date +%s)
-OUT=$BUILD_DIR/test/logs/softroce
+OUT=${SOFTROCE_LOGDIR:-$BUILD_DIR/test/logs/softroce}
 jobs=() missing=0
 for b in "${bins[@]}"; do
   if [ ! -x "$b" ]; then
@@ -53,7 +53,7 @@ FAILED=$((FAILED + missing))
 
 ran=0 mode=vm devs=""
 if [ ${#jobs[@]} -gt 0 ]; then
-  if [ -z "${SOFTROCE_MODE:-}" ] && ! command -v qemu-system-x86_64 >/dev/null &&
+  if [ -z "${SOFTROCE_RUN_ON:-}" ] && ! command -v qemu-system-x86_64 >/dev/null &&
      ! { command -v ibv_devinfo >/dev/null && ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; }; then
     n=0
     for b in "${bins[@]}"; do n=$((n + $(list_count "$b"))); done
