@@ -48,12 +48,12 @@ $(STATIC): $(LIB_OBJS) $(PLUGIN_OBJS)
 
 $(SHARED): $(LIB_OBJS) $(PLUGIN_OBJS) src/librailnet.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,librailnet.so -Wl,--version-script=src/librailnet.map $(LDFLAGS) \
+	$(CC) -shared -Wl,--no-undefined -Wl,-soname,librailnet.so -Wl,--version-script=src/librailnet.map $(LDFLAGS) \
 	  -o $@ $(LIB_OBJS) $(PLUGIN_OBJS) $(LDLIBS)
 
 $(PLUGIN): $(LIB_OBJS) $(PLUGIN_OBJS) ext-net/plugin.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libnccl-net-railnet.so -Wl,--version-script=ext-net/plugin.map $(LDFLAGS) \
+	$(CC) -shared -Wl,--no-undefined -Wl,-soname,libnccl-net-railnet.so -Wl,--version-script=ext-net/plugin.map $(LDFLAGS) \
 	  -o $@ $(LIB_OBJS) $(PLUGIN_OBJS) $(LDLIBS)
 	ln -sf libnccl-net-railnet.so $(LIBDIR)/libnccl-net.so
 

@@ -4,6 +4,7 @@
  */
 #ifndef RAILNET_SOCKET_H
 #define RAILNET_SOCKET_H
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -122,8 +123,10 @@ struct ncclSocket {
   int customRetry;
   int finalizeCounter; /* bytes of the handshake done so far */
   char finalizeBuffer[sizeof(uint64_t) + sizeof(int)];
-  uint64_t connectStartNs;
-  int retrySleepMs;
+  uint64_t connectStartNs; /* first connect attempt */
+  uint64_t attemptStartNs; /* current attempt (bounded by a deadline) */
+  uint64_t nextAttemptNs;  /* retries wait until then */
+  uint64_t acceptStartNs;  /* accepted connection: handshake deadline runs from here */
 };
 
 #define NCCL_SOCKET_SEND 0

@@ -3,7 +3,10 @@
 #include "railnet.h"
 #include "transport.h"
 
+extern const ncclNet_t railnetNetSocket;
+
 const railnetTransportEntry railnetTransports[] = {
+    {"socket", &railnetNetSocket},
     {NULL, NULL},
 };
 

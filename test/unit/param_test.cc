@@ -117,8 +117,7 @@ TEST_F(ParamTest, RegisteredTablesAreListed) {
     ASSERT_NE(tab, nullptr);
     for (int i = 0; i < tab->count; i++) {
       EXPECT_NE(tab->params[i].doc, nullptr);
-      EXPECT_EQ(strncmp(tab->params[i].name, "NCCL_", 5) == 0 || strncmp(tab->params[i].name, "RAILNET_", 8) == 0, true)
-          << tab->params[i].name;
+      EXPECT_GT(strlen(tab->params[i].doc), 10u) << tab->params[i].name << " needs a one-line description";
       if (strcmp(tab->params[i].name, "RAILNET_TRANSPORT") == 0) found = true;
     }
   }
