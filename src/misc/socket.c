@@ -298,19 +298,22 @@ static void localRouteTo(const union ncclSocketAddress* addr, char* ifName, size
 static void warnUnreachable(struct ncclSocket* sock, int err) {
   char peer[SOCKET_NAME_MAXLEN], ifName[IF_NAMESIZE + 1], local[INET6_ADDRSTRLEN];
   localRouteTo(&sock->addr, ifName, sizeof(ifName), local, sizeof(local));
-  char names[MAX_IFS * MAX_IF_NAME_SIZE];
-  union ncclSocketAddress addrs[MAX_IFS];
-  int n = 0;
+  /* every other interface that is up with an address of the peer's family is a candidate,
+   * whatever NCCL_SOCKET_IFNAME selects now */
   char others[256] = "";
-  if (railnetFindInterfaces(names, addrs, MAX_IF_NAME_SIZE, MAX_IFS, &n, NULL) == ncclSuccess) {
-    for (int i = 0; i < n; i++) {
-      const char* nm = names + i * MAX_IF_NAME_SIZE;
-      if (strcmp(nm, ifName) == 0) continue;
+  struct ifaddrs *ifs = NULL, *it;
+  if (getifaddrs(&ifs) == 0) {
+    for (it = ifs; it; it = it->ifa_next) {
+      if (it->ifa_addr == NULL || it->ifa_addr->sa_family != sock->addr.sa.sa_family) continue;
+      if ((it->ifa_flags & (IFF_UP | IFF_RUNNING)) != (IFF_UP | IFF_RUNNING) || (it->ifa_flags & IFF_LOOPBACK)) continue;
+      const char* nm = it->ifa_name;
+      if (strcmp(nm, ifName) == 0 || strstr(others, nm) != NULL) continue;
       size_t l = strlen(others);
       if (l + strlen(nm) + 2 >= sizeof(others)) break;
       if (l) others[l++] = ',';
       memcpy(others + l, nm, strlen(nm) + 1);
     }
+    freeifaddrs(ifs);
   }
   double secs = (railnetClockNs() - sock->connectStartNs) / 1e9;
   WARN("Net : connect to %s via interface %s (local address %s) failed with %s after %d attempts in %.1f s. "

@@ -1,0 +1,191 @@
+// The socket layer on loopback: address strings, bounded connect retries, and the
+// accept that rejects stray clients while it keeps serving real peers.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <thread>
+#include "net_pair.h"
+#include "test_util.h"
+
+extern "C" {
+#include "socket.h"
+}
+
+namespace {
+
+std::string str(const union ncclSocketAddress& a) {
+  char buf[SOCKET_NAME_MAXLEN];
+  return ncclSocketToString(&a, buf, 1);
+}
+
+TEST(SocketAddr, GoodStrings) {
+  union ncclSocketAddress a;
+  ASSERT_EQ(ncclSocketGetAddrFromString(&a, "198.18.0.1:1234"), ncclSuccess);
+  EXPECT_EQ(a.sa.sa_family, AF_INET);
+  EXPECT_EQ(str(a), "198.18.0.1<1234>");
+  ASSERT_EQ(ncclSocketGetAddrFromString(&a, "[2001:db8::5]:80"), ncclSuccess);
+  EXPECT_EQ(a.sa.sa_family, AF_INET6);
+  EXPECT_EQ(str(a), "2001:db8::5<80>");
+  ASSERT_EQ(ncclSocketGetAddrFromString(&a, "localhost:7"), ncclSuccess);
+  EXPECT_TRUE(a.sa.sa_family == AF_INET || a.sa.sa_family == AF_INET6);
+  EXPECT_EQ(railnetSockaddrLen(&a) > 0, true);
+}
+
+TEST(SocketAddr, BadStringsAreErrorsNotCrashes) {
+  LogCapture log;
+  union ncclSocketAddress a;
+  std::string longName(5000, 'a');
+  for (const char* bad : {"", ":", "1.2.3.4", "1.2.3.4:", "1.2.3.4:99999", "1.2.3.4:-1", "1.2.3.4:12x",
+                          "2001:db8::1:80", "[2001:db8::1]", "[2001:db8::1]80", "[]:80", "[::1:80",
+                          "no-such-host.invalid:80", longName.c_str()}) {
+    EXPECT_EQ(ncclSocketGetAddrFromString(&a, bad), ncclInvalidArgument) << bad;
+  }
+  EXPECT_EQ(ncclSocketGetAddrFromString(&a, nullptr), ncclInvalidArgument);
+  EXPECT_TRUE(LogCapture::contains("expected ip:port", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// A listener on 127.0.0.1 with an ephemeral port.
+struct Listener {
+  struct ncclSocket sock;
+  union ncclSocketAddress addr;
+  explicit Listener(uint64_t magic = railnetSocketMagic(), ncclSocketType type = ncclSocketTypeNetSocket) {
+    union ncclSocketAddress a;
+    ncclSocketGetAddrFromString(&a, "127.0.0.1:0");
+    EXPECT_EQ(ncclSocketInit(&sock, &a, magic, type, nullptr, 1), ncclSuccess);
+    EXPECT_EQ(ncclSocketListen(&sock), ncclSuccess);
+    EXPECT_EQ(ncclSocketGetAddr(&sock, &addr), ncclSuccess);
+  }
+  ~Listener() { ncclSocketClose(&sock); }
+};
+
+// A raw TCP client that sends `bytes` and then either closes or stays connected.
+int rawClient(const union ncclSocketAddress& to, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, &to.sa, sizeof(to.sin)) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (!bytes.empty() && write(fd, bytes.data(), bytes.size()) != (ssize_t)bytes.size()) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Accept until a ready peer arrives or the deadline passes.
+bool acceptReady(Listener& l, struct ncclSocket* out, int ms) {
+  memset(out, 0, sizeof(*out));
+  out->fd = out->acceptFd = -1;
+  long long deadline = netNowNs() + ms * 1000000LL;
+  while (netNowNs() < deadline) {
+    if (ncclSocketAccept(out, &l.sock) != ncclSuccess) return false;
+    int ready = 0;
+    if (ncclSocketReady(out, &ready) != ncclSuccess) return false;
+    if (ready) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+TEST(SocketAccept, StrayClientsAreDroppedAndRealPeerAccepted) {
+  ScopedEnv env;
+  env.set("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", "300");
+  LogCapture log;
+  Listener l;
+  // 1. random bytes, 2. wrong magic, 3. nothing then close, 4. nothing and stays open,
+  // 5. right magic, wrong socket type
+  std::string random(64, '\0');
+  for (size_t i = 0; i < random.size(); i++) random[i] = (char)(i * 73 + 5);
+  uint64_t wrongMagic = 0x1122334455667788ULL, magic = railnetSocketMagic();
+  int wrongType = ncclSocketTypeBootstrap;
+  std::string wrongTypeMsg(reinterpret_cast<char*>(&magic), 8);
+  wrongTypeMsg += std::string(reinterpret_cast<char*>(&wrongType), 4);
+  std::vector<int> fds;
+  fds.push_back(rawClient(l.addr, random));
+  fds.push_back(rawClient(l.addr, std::string(reinterpret_cast<char*>(&wrongMagic), 8)));
+  int closing = rawClient(l.addr, "");
+  close(closing);
+  fds.push_back(rawClient(l.addr, ""));  // silent
+  fds.push_back(rawClient(l.addr, wrongTypeMsg));
+  for (int fd : fds) ASSERT_GE(fd, 0);
+
+  // the real peer connects last
+  struct ncclSocket peer;
+  std::thread t([&] {
+    usleep(100000);
+    ncclSocketInit(&peer, &l.addr, magic, ncclSocketTypeNetSocket, nullptr, 0);
+    ncclSocketConnect(&peer);
+    int v = 42;
+    ncclSocketSend(&peer, &v, sizeof(v));
+  });
+  struct ncclSocket acc;
+  bool ok = acceptReady(l, &acc, 10000);
+  t.join();
+  ASSERT_TRUE(ok) << LogCapture::all();
+  int v = 0;
+  ASSERT_EQ(ncclSocketRecv(&acc, &v, sizeof(v)), ncclSuccess);
+  EXPECT_EQ(v, 42);
+  EXPECT_TRUE(LogCapture::contains("wrong handshake magic 0x1122334455667788", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("closed before its handshake")) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("handshake bytes in 300 ms", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("socket type 1", NCCL_LOG_WARN)) << LogCapture::all();
+  ncclSocketClose(&acc);
+  ncclSocketClose(&peer);
+  for (int fd : fds) close(fd);
+}
+
+TEST(SocketConnect, RefusedEndsWithinRetryBudgetWithTheFix) {
+  ScopedEnv env;
+  env.set("NCCL_SOCKET_RETRY_CNT", "3");
+  env.set("NCCL_SOCKET_RETRY_SLEEP_MSEC", "20");
+  env.set("NCCL_SOCKET_IFNAME", "lo");
+  LogCapture log;
+  union ncclSocketAddress closed;
+  {
+    Listener l;  // find a port, then close it: nobody listens there any more
+    closed = l.addr;
+  }
+  struct ncclSocket s;
+  ASSERT_EQ(ncclSocketInit(&s, &closed, railnetSocketMagic(), ncclSocketTypeNetSocket, nullptr, 0), ncclSuccess);
+  long long t0 = netNowNs();
+  EXPECT_EQ(ncclSocketConnect(&s), ncclRemoteError);
+  double secs = (netNowNs() - t0) / 1e9;
+  EXPECT_LT(secs, 2.0);
+  EXPECT_GE(secs, 0.1);  // 20 + 40 + 60 ms of sleeps
+  EXPECT_EQ(s.errorRetries, 4);
+  EXPECT_TRUE(LogCapture::contains("Connection refused after 4 attempts", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("via interface lo (local address 127.0.0.1)", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("NCCL_SOCKET_IFNAME=", NCCL_LOG_WARN));
+  EXPECT_TRUE(LogCapture::contains("retrying (2/3) after 40 msec")) << LogCapture::all();
+  ncclSocketClose(&s);
+}
+
+TEST(SocketConnect, AsyncConnectNeverBlocks) {
+  ScopedEnv env;
+  env.set("NCCL_SOCKET_RETRY_CNT", "2");
+  env.set("NCCL_SOCKET_RETRY_SLEEP_MSEC", "200");
+  union ncclSocketAddress closed;
+  {
+    Listener l;
+    closed = l.addr;
+  }
+  struct ncclSocket s;
+  ASSERT_EQ(ncclSocketInit(&s, &closed, railnetSocketMagic(), ncclSocketTypeNetSocket, nullptr, 1), ncclSuccess);
+  ASSERT_EQ(ncclSocketConnect(&s), ncclSuccess);
+  long long worst = 0, t0 = netNowNs();
+  ncclResult_t r = ncclSuccess;
+  int ready = 0;
+  while (r == ncclSuccess && netNowNs() - t0 < 5000000000LL) {
+    long long c0 = netNowNs();
+    r = ncclSocketReady(&s, &ready);
+    worst = std::max(worst, netNowNs() - c0);
+  }
+  EXPECT_EQ(r, ncclRemoteError);
+  EXPECT_LT(worst, 50000000LL) << "a call of an async connect slept";
+  ncclSocketClose(&s);
+}
+
+}  // namespace
