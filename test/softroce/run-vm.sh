@@ -41,7 +41,9 @@ done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || usage
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
-case "$OUT" in *[[:space:]]*) echo "run-vm.sh: OUTDIR must not contain spaces: $OUT" >&2; exit 2 ;; esac
+for p in "$OUT" "$REPO" "$BUILD_DIR" "$PWD"; do
+  case "$p" in *[[:space:]:]*) echo "run-vm.sh: paths passed to the VM must not contain spaces or ':': $p" >&2; exit 2 ;; esac
+done
 
 say() { [ "$QUIET" = 1 ] || echo "$*"; }
 fail() { echo "softroce: $*"; exit 2; }
@@ -88,7 +90,7 @@ else
     -accel tcg -cpu max -smp 2 -m 2048 -nodefaults -no-reboot \
     -display none -monitor none -serial "file:$OUT/console.log" -nic none \
     -kernel "$SR/vmlinux" -initrd "$SR/initramfs.cpio" \
-    -append "console=ttyS0 quiet panic=-1 rn_out=$OUT rn_repo=$REPO" \
+    -append "console=ttyS0 quiet panic=-1 rn_out=$OUT rn_repo=$REPO rn_keep=$REPO:$BUILD_DIR:$PWD" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$OUT,mount_tag=out,security_model=none" \
     </dev/null >"$OUT/qemu.log" 2>&1
