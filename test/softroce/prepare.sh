@@ -54,6 +54,8 @@ kernel_id() {
   fi
 }
 
+download() { (cd "$1" && apt-get download -q -o APT::Sandbox::User=root "$2" >/dev/null); }
+
 unpack_kernel() {
   local dir=$1 id pkg ver deb tmp kver
   id=$(cat "$dir/kernel.id")
@@ -66,8 +68,15 @@ unpack_kernel() {
     if [ -z "$deb" ] || [ "$(dpkg-deb -f "$deb" Version)" != "$ver" ]; then
       rm -f "$dir/dl/"*.deb
       echo "softroce: apt-get download $pkg=$ver"
-      (cd "$dir/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >/dev/null) ||
-        die "apt-get download $pkg=$ver failed"
+      if ! download "$dir/dl" "$pkg=$ver"; then
+        # Stale package lists name a version the mirror no longer has: refresh, resolve again.
+        [ "$(id -u)" -eq 0 ] || die "apt-get download $pkg=$ver failed (stale lists? run apt-get update as root)"
+        echo "softroce: download failed; apt-get update and resolving $META again"
+        apt-get update -qq >/dev/null 2>&1 || true
+        kernel_id "$dir/kernel.id"
+        id=$(cat "$dir/kernel.id"); pkg=${id% *}; ver=${id#* }
+        download "$dir/dl" "$pkg=$ver" || die "apt-get download $pkg=$ver failed"
+      fi
       deb=$(find "$dir/dl" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
       [ -n "$deb" ] || die "apt-get download left no ${pkg}_*.deb in $dir/dl"
     fi
