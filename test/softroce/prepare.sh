@@ -19,39 +19,53 @@ MODULES="crc32_generic rdma_rxe veth virtio_pci 9pnet_virtio 9p"
 
 die() { echo "softroce prepare: $*" >&2; exit 1; }
 
+# Prints "package version" of the kernel the metapackage points at, or nothing.
+# One apt-cache call where the metapackage pins the version (Debian's does): without a
+# binary cache (Docker-style apt configs) each call costs a second or more.
 resolve_kernel() {
-  apt-cache depends "$META" 2>/dev/null |
-    sed -n 's/^ *Depends: <\{0,1\}\(linux-image-[^ >]*\)>\{0,1\}$/\1/p' | head -1
+  local dep pkg ver
+  dep=$(apt-cache show --no-all-versions "$META" 2>/dev/null | sed -n 's/^Depends: //p' | head -1 |
+        tr ',' '\n' | sed -n 's/^ *\(linux-image-[^ ]*\)\( (= \([^)]*\))\)\{0,1\}.*/\1 \3/p' | head -1)
+  pkg=${dep% *} ver=${dep#* }
+  [ -n "$pkg" ] || return 0
+  if [ -z "$ver" ] || [ "$ver" = "$pkg" ]; then
+    ver=$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+  fi
+  [ -n "$ver" ] && [ "$ver" != "(none)" ] && echo "$pkg $ver"
 }
 
 kernel_id() {
-  local out=$1 pkg ver new
+  local out=$1 new lists=/var/lib/apt/lists
   if [ -n "${SOFTROCE_KERNEL_DEB:-}" ]; then
     [ -f "$SOFTROCE_KERNEL_DEB" ] || die "SOFTROCE_KERNEL_DEB=$SOFTROCE_KERNEL_DEB: no such file"
     new="file:$(readlink -f "$SOFTROCE_KERNEL_DEB") $(stat -c %Y "$SOFTROCE_KERNEL_DEB")"
   else
-    pkg=$(resolve_kernel)
-    if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
+    # The answer can only change when the package lists do.
+    if [ -s "$out" ] && [ -f "$out.checked" ] &&
+       ! grep -q '^file:' "$out" && compgen -G "$lists/*_Packages*" >/dev/null &&
+       [ -z "$(find "$lists" -maxdepth 1 -newer "$out.checked" -print -quit)" ]; then
+      return 0
+    fi
+    new=$(resolve_kernel)
+    if [ -z "$new" ] && [ "$(id -u)" -eq 0 ]; then
       # A fresh machine may have no package lists yet.
       apt-get update -qq >/dev/null 2>&1 || true
-      pkg=$(resolve_kernel)
+      new=$(resolve_kernel)
     fi
-    ver=""
-    [ -n "$pkg" ] && ver=$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: //p')
-    if [ -z "$pkg" ] || [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
+    if [ -z "$new" ]; then
       if [ -s "$out" ]; then
         echo "softroce prepare: cannot resolve $META (no apt lists?); keeping $(cat "$out")" >&2
         return 0
       fi
       die "cannot resolve the kernel package from $META: run 'apt-get update' (as root)"
     fi
-    new="$pkg $ver"
   fi
   mkdir -p "$(dirname "$out")"
   if [ ! -f "$out" ] || [ "$(cat "$out")" != "$new" ]; then
     echo "$new" >"$out"
     echo "softroce: kernel package $new"
   fi
+  touch "$out.checked"
 }
 
 download() { (cd "$1" && apt-get download -q -o APT::Sandbox::User=root "$2" >/dev/null); }
