@@ -56,8 +56,12 @@ if [ -z "$MODE" ]; then
   fi
 fi
 
+# OUT is emptied first: refuse a directory that is not empty and not an earlier OUT.
+if [ -d "$OUT" ] && [ -n "$(ls -A "$OUT")" ] && [ ! -f "$OUT/jobs" ]; then
+  fail "$OUT is not empty and not an earlier result directory: not deleting it"
+fi
 rm -rf "$OUT"
-mkdir -p "$OUT" || fail "cannot create $OUT"
+mkdir -p "$OUT" && : >"$OUT/jobs" || fail "cannot create $OUT"
 {
   for v in PATH LD_LIBRARY_PATH $(compgen -e | grep -E '^(RAILNET|NCCL|GTEST|SOFTROCE)_'); do
     [ -n "${!v+set}" ] && declare -p "$v" | sed 's/^declare -[a-z]* /export /'
