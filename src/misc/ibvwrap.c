@@ -408,8 +408,8 @@ ncclResult_t wrap_ibv_reg_mr_iova2(struct ibv_mr** ret, struct ibv_pd* pd, void*
 
 ncclResult_t wrap_ibv_reg_dmabuf_mr(struct ibv_mr** ret, struct ibv_pd* pd, uint64_t offset, size_t length,
                                     uint64_t iova, int fd, int access) {
-  IBV_PTR_CHECK_ERRNO_MEMLOCK(reg_dmabuf_mr, reg_dmabuf_mr(pd, offset, length, iova, fd, access), *ret,
-                              "ibv_reg_dmabuf_mr");
+  /* no memlock hint: DMA-BUF memory is pinned by its exporter, not charged to RLIMIT_MEMLOCK */
+  IBV_PTR_CHECK_ERRNO(reg_dmabuf_mr, reg_dmabuf_mr(pd, offset, length, iova, fd, access), *ret, "ibv_reg_dmabuf_mr");
 }
 
 struct ibv_mr* wrap_direct_ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,

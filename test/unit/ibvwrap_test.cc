@@ -547,6 +547,20 @@ TEST_F(MemlockTest, CreateQpAndCqWithEagainGetTheHint) {
   EXPECT_EQ(countLines(kMemlockFix), 2);
 }
 
+TEST_F(MemlockTest, DmaBufRegistrationHasNoMemlockHint) {
+  ASSERT_TRUE(lowerTo(64 * 1024));
+  LogCapture log;
+  table.reg_dmabuf_mr = [](struct ibv_pd*, uint64_t, size_t, uint64_t, int, int) -> struct ibv_mr* {
+    errno = ENOMEM;
+    return nullptr;
+  };
+  inject();
+  struct ibv_mr* mr;
+  EXPECT_EQ(wrap_ibv_reg_dmabuf_mr(&mr, &fakePd, 0, 4096, 0, 3, 0), ncclSystemError);
+  EXPECT_TRUE(LogCapture::contains("Call to ibv_reg_dmabuf_mr failed with error Cannot allocate memory", NCCL_LOG_WARN));
+  EXPECT_FALSE(LogCapture::contains("HINT")) << LogCapture::all();
+}
+
 TEST_F(MemlockTest, OtherErrorsHaveNoMemlockHint) {
   ASSERT_TRUE(lowerTo(64 * 1024));
   LogCapture log;
