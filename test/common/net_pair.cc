@@ -10,16 +10,29 @@ long long netNowNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+// The pattern repeats every 256 bytes: build one 4 KiB block, then copy it.
+static void patternBlock(char* blk, int k) {
+  for (size_t i = 0; i < 4096; i++) blk[i] = (char)((i * 131 + (size_t)k * 7 + 1) & 0xff);
+}
+
 void netPatternFill(char* buf, size_t size, int k) {
-  for (size_t i = 0; i < size; i++) buf[i] = (char)((i * 131 + (size_t)k * 7 + 1) & 0xff);
+  char blk[4096];
+  patternBlock(blk, k);
+  for (size_t off = 0; off < size; off += sizeof(blk))
+    memcpy(buf + off, blk, size - off < sizeof(blk) ? size - off : sizeof(blk));
 }
 
 bool netPatternCheck(const char* buf, size_t size, int k, size_t* firstBad) {
-  for (size_t i = 0; i < size; i++) {
-    if (buf[i] != (char)((i * 131 + (size_t)k * 7 + 1) & 0xff)) {
-      if (firstBad) *firstBad = i;
-      return false;
-    }
+  char blk[4096];
+  patternBlock(blk, k);
+  for (size_t off = 0; off < size; off += sizeof(blk)) {
+    size_t n = size - off < sizeof(blk) ? size - off : sizeof(blk);
+    if (memcmp(buf + off, blk, n) == 0) continue;
+    for (size_t i = 0; i < n; i++)
+      if (buf[off + i] != blk[i]) {
+        if (firstBad) *firstBad = off + i;
+        return false;
+      }
   }
   return true;
 }
