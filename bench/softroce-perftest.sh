@@ -10,15 +10,16 @@
 # Options:
 #   --bw-sizes "S ..."    ib_write_bw message sizes   (default: 4096 65536 1048576)
 #   --lat-sizes "S ..."   ib_write_lat message sizes  (default: 8 4096 65536)
-#   --bw-bytes N          bytes per ib_write_bw size, sets -n (default: 16 MiB)
+#   --bw-seconds N        ib_write_bw -D, seconds per size (default: 2)
 #   --lat-iters N         ib_write_lat -n (default: 200)
 #   -o DIR                result directory (default: $RAILNET_BUILD/softroce/bench)
 # Results: DIR/perftest.tsv, one line per measurement, tab-separated:
-#   ib_write_bw   SIZE  ITERS  BW_PEAK_MBps  BW_AVG_MBps
+#   ib_write_bw   SIZE  ITERS  BW_PEAK_MBps  BW_AVG_MBps  (peak is 0 in perftest's -D mode)
 #   ib_write_lat  SIZE  ITERS  T_MIN_us  T_MAX_us  T_TYPICAL_us  T_AVG_us
 # and DIR/NAME.log for the extra jobs, which run after perftest and can read that file
 # ($SOFTROCE_OUT/perftest.tsv) to print their ratios.
 # Inside the VM this script is called back as: softroce-perftest.sh --in-vm bw|lat SIZES N
+# (bw: N seconds per size, at most 4 MiB in flight).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -33,22 +34,23 @@ wait_listen() { # port: until a server listens on it (10 s)
   return 1
 }
 
-# run_pair TOOL SIZE ITERS PORT: server on device 1, client on device 0 (the client
-# writes: data flows device 0 -> device 1); prints the client's result row (the line
-# after the "#bytes" header).
+# run_pair TOOL SIZE PORT LENGTH...: server on device 1, client on device 0 (the client
+# writes: data flows device 0 -> device 1), both with the LENGTH options (-n N or -D S);
+# prints the client's result row (the line after the "#bytes" header).
 run_pair() {
-  local tool=$1 size=$2 iters=$3 port=$4 d0 d1 g0 g1 a1 spid log rc
+  local tool=$1 size=$2 port=$3 d0 d1 g0 g1 a1 spid log rc
+  shift 3
   read -r d0 d1 <<<"$SOFTROCE_DEVS"
   read -r g0 g1 <<<"$SOFTROCE_GID_INDEXES"
   read -r _ a1 <<<"$SOFTROCE_ADDRS"
   log=$SOFTROCE_OUT/$tool.$size
-  "$tool" -d "$d1" -x "$g1" -s "$size" -n "$iters" -F -p "$port" >"$log.server" 2>&1 &
+  "$tool" -d "$d1" -x "$g1" -s "$size" "$@" -F -p "$port" >"$log.server" 2>&1 &
   spid=$!
   if ! wait_listen "$port"; then
     echo "$tool -s $size: the server on $d1 did not listen on port $port" >&2
     kill "$spid" 2>/dev/null; cat "$log.server" >&2; return 1
   fi
-  "$tool" -d "$d0" -x "$g0" -s "$size" -n "$iters" -F -p "$port" "$a1" >"$log.client" 2>&1
+  "$tool" -d "$d0" -x "$g0" -s "$size" "$@" -F -p "$port" "$a1" >"$log.client" 2>&1
   rc=$?
   wait "$spid" || rc=1
   if [ $rc -ne 0 ]; then
@@ -60,16 +62,18 @@ run_pair() {
 }
 
 in_vm() {
-  local kind=$1 sizes=$2 n=$3 size iters row port=18515 status=0
+  local kind=$1 sizes=$2 n=$3 size row depth port=18515 status=0
   for size in $sizes; do
     port=$((port + 1))
     if [ "$kind" = bw ]; then
-      iters=$((n / size)); [ $iters -lt 20 ] && iters=20; [ $iters -gt 5000 ] && iters=5000
-      row=$(run_pair ib_write_bw "$size" "$iters" "$port") || { status=1; continue; }
+      # perftest keeps 128 writes in flight by default: 128 MiB of 1 MiB messages take
+      # longer than the whole run on an emulated link, and it then reports 0.00 MB/s.
+      depth=$(( (4 << 20) / size )); [ $depth -lt 2 ] && depth=2; [ $depth -gt 128 ] && depth=128
+      row=$(run_pair ib_write_bw "$size" "$port" -D "$n" -t "$depth") || { status=1; continue; }
       set -- $row  # bytes iterations peak average msgrate
       printf 'ib_write_bw\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" | tee -a "$SOFTROCE_OUT/perftest.tsv"
     else
-      row=$(run_pair ib_write_lat "$size" "$n" "$port") || { status=1; continue; }
+      row=$(run_pair ib_write_lat "$size" "$port" -n "$n") || { status=1; continue; }
       set -- $row  # bytes iterations t_min t_max t_typical t_avg ...
       printf 'ib_write_lat\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" |
         tee -a "$SOFTROCE_OUT/perftest.tsv"
@@ -85,14 +89,14 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_BYTES=$((16 << 20)) LAT_ITERS=200
+BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_SECONDS=2 LAT_ITERS=200
 OUT=${RAILNET_BUILD:-$REPO/build}/softroce/bench
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --bw-sizes) BW_SIZES=$2; shift 2 ;;
     --lat-sizes) LAT_SIZES=$2; shift 2 ;;
-    --bw-bytes) BW_BYTES=$2; shift 2 ;;
+    --bw-seconds) BW_SECONDS=$2; shift 2 ;;
     --lat-iters) LAT_ITERS=$2; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -105,7 +109,7 @@ for tool in ib_write_bw ib_write_lat ss; do
 done
 self="$HERE/$(basename "$0")"
 "$REPO/test/softroce/run-vm.sh" -o "$OUT" \
-  "perftest_bw=$self --in-vm bw '$BW_SIZES' $BW_BYTES" \
+  "perftest_bw=$self --in-vm bw '$BW_SIZES' $BW_SECONDS" \
   "perftest_lat=$self --in-vm lat '$LAT_SIZES' $LAT_ITERS" \
   "${extra[@]}"
 rc=$?
@@ -116,7 +120,7 @@ done
 devs=$(sed -n 's/^rxe ok //p' "$OUT/status")
 echo "== perftest on soft-RoCE (${devs% *} -> ${devs#* }; under TCG compare ratios, not absolutes)"
 awk -F'\t' '
-  $1 == "ib_write_bw"  { printf "  ib_write_bw   %8d B  %6d iters  avg %8.2f MB/s  (peak %.2f)\n", $2, $3, $5, $4 }
+  $1 == "ib_write_bw"  { printf "  ib_write_bw   %8d B  %6d iters  avg %8.2f MB/s\n", $2, $3, $5 }
   $1 == "ib_write_lat" { printf "  ib_write_lat  %8d B  %6d iters  avg %8.2f us    (min %.2f, typical %.2f)\n", $2, $3, $7, $4, $6 }
 ' "$OUT/perftest.tsv" 2>/dev/null
 for j in "${extra[@]}"; do
