@@ -89,7 +89,8 @@ else
     cat "$OUT/prepare.log"; fail "preparing the VM (kernel, initramfs) failed"; }
   [ "$QUIET" = 1 ] || grep -v '^make' "$OUT/prepare.log"
   kver=$(cat "$SR/kernel/version")
-  say "softroce: booting Debian kernel $kver in qemu (TCG, 2 CPUs, limit ${TIMEOUT}s)"
+  say "softroce: VM image ready in $(elapsed)s; booting Debian kernel $kver in qemu (TCG, 2 CPUs, limit ${TIMEOUT}s)"
+  t0=$(date +%s.%N)
   timeout -k 5 "$TIMEOUT" qemu-system-x86_64 \
     -accel tcg -cpu max -smp 2 -m 2048 -nodefaults -no-reboot \
     -display none -monitor none -serial "file:$OUT/console.log" -nic none \
