@@ -279,9 +279,10 @@ TEST_F(NetSocket, PeerKilledMidTransferFailsReceiver) {
     ASSERT_EQ(net()->irecv(rc, 1, &d, &size, &tag, nullptr, nullptr, &req), ncclSuccess);
     int done = 0, sz;
     char c;
-    // receive while the child sends, until it says it's mid-transfer
+    // the child sends until the socket buffers are full (nothing is read here yet), then
+    // says so: it is mid-transfer when it is killed
     struct pollfd pfd = {pipefd[0], POLLIN, 0};
-    while (poll(&pfd, 1, 0) == 0 && netNowNs() < deadline) ASSERT_EQ(net()->test(req, &done, &sz), ncclSuccess);
+    ASSERT_EQ(poll(&pfd, 1, 20000), 1);
     ASSERT_EQ(read(pipefd[0], &c, 1), 1);
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
