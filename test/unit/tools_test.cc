@@ -1,0 +1,374 @@
+// railnet-diag and railnet-perf, run as a user runs them: a fake sysfs tree under $SYSFS_PATH
+// for the RDMA sections, conf files for --params, a lowered RLIMIT_MEMLOCK in a child shell,
+// and a loopback sweep over the Socket transport. Assertions are on the output and the exit
+// status, never on speed.
+#include <sys/wait.h>
+#include <unistd.h>
+#include <sstream>
+#include <string>
+#include <vector>
+#include "plugin_loader.h"
+#include "test_util.h"
+
+namespace {
+
+std::string binDir() {
+  std::string lib = buildLibDir();  // …/build/lib
+  return lib.substr(0, lib.rfind('/')) + "/bin";
+}
+
+struct ToolRun {
+  int status = -1;  // exit status, -1 if it did not exit
+  std::string out;  // stdout and stderr
+};
+
+// /bin/sh -c "cmd" with stdout+stderr captured. Every variable that could leak in from the
+// caller's environment and change the tools' answers is cleared first.
+ToolRun sh(const std::string& cmd) {
+  std::string full =
+      "unset NCCL_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_CONF_FILE NCCL_DEBUG NCCL_NET_PLUGIN "
+      "NCCL_IB_ADDR_FAMILY NCCL_IB_ROCE_VERSION_NUM NCCL_IB_ADDR_RANGE SYSFS_PATH; " + cmd + " 2>&1";
+  ToolRun r;
+  FILE* p = popen(full.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
+  return r;
+}
+
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+// The lines of s that contain needle.
+std::vector<std::string> linesWith(const std::string& s, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (has(line, needle)) out.push_back(line);
+  return out;
+}
+
+// A sysfs tree with four ports: two RoCE (one downshifted), one IB in INIT, one IB active.
+struct FakeSysfs {
+  TempDir dir;
+  void port(const std::string& dev, const std::string& state, const std::string& link, const std::string& rate) {
+    std::string p = "class/infiniband/" + dev + "/ports/1/";
+    dir.write(p + "state", state + "\n");
+    dir.write(p + "phys_state", "5: LinkUp\n");
+    dir.write(p + "link_layer", link + "\n");
+    dir.write(p + "rate", rate + "\n");
+  }
+  void gid(const std::string& dev, int idx, const std::string& gid, const std::string& type, const std::string& ndev) {
+    std::string p = "class/infiniband/" + dev + "/ports/1/";
+    dir.write(p + "gids/" + std::to_string(idx), gid + "\n");
+    if (!type.empty()) dir.write(p + "gid_attrs/types/" + std::to_string(idx), type + "\n");
+    if (!ndev.empty()) dir.write(p + "gid_attrs/ndevs/" + std::to_string(idx), ndev + "\n");
+  }
+  // One active RoCE port with the usual four GIDs (link-local v1/v2, IPv4 198.18.0.1 v1/v2).
+  void roce(const std::string& dev, const std::string& rate = "200 Gb/sec (4X HDR)") {
+    port(dev, "4: ACTIVE", "Ethernet", rate);
+    gid(dev, 0, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54", "IB/RoCE v1", "eth2");
+    gid(dev, 1, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54", "RoCE v2", "eth2");
+    gid(dev, 2, "0000:0000:0000:0000:0000:ffff:c612:0001", "IB/RoCE v1", "eth2");
+    gid(dev, 3, "0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2", "eth2");
+    gid(dev, 4, "0000:0000:0000:0000:0000:0000:0000:0000", "", "");
+  }
+  std::string env() const { return "SYSFS_PATH=" + dir.path() + " HOME=" + dir.path() + " "; }
+};
+
+std::string diag() { return binDir() + "/railnet-diag"; }
+std::string perf() { return binDir() + "/railnet-perf"; }
+
+TEST(RailnetDiag, HelpDescribesEveryOption) {
+  ToolRun r = sh(diag() + " --help");
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* o : {"--json", "--params", "--watch SECONDS", "SYSFS_PATH", "Exit status"}) EXPECT_TRUE(has(r.out, o)) << o;
+  EXPECT_EQ(sh(diag() + " --bogus").status, 2);
+  EXPECT_EQ(sh(diag() + " --watch 0").status, 2);
+}
+
+TEST(RailnetDiag, FlagsDownshiftAndLinkLayerMismatch) {
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  fs.roce("mlx5_1", "100 Gb/sec (2X HDR)");
+  fs.port("mlx5_2", "4: ACTIVE", "InfiniBand", "400 Gb/sec (4X NDR)");
+  fs.gid("mlx5_2", 0, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca56", "", "");
+  ToolRun r = sh(fs.env() + diag());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto down = linesWith(r.out, "link downshift");
+  ASSERT_EQ(down.size(), 1u) << r.out;
+  EXPECT_TRUE(has(down[0], "PROBLEM: mlx5_1:1 runs at 100 Gb/sec (2X HDR), below the 200 Gb/sec")) << down[0];
+  EXPECT_TRUE(has(down[0], "Fix: ")) << down[0];
+  auto ll = linesWith(r.out, "link layers disagree");
+  ASSERT_EQ(ll.size(), 1u) << r.out;
+  EXPECT_TRUE(has(ll[0], "Ethernet") && has(ll[0], "InfiniBand") && has(ll[0], "Fix: ") && has(ll[0], "NCCL_IB_HCA"))
+      << ll[0];
+}
+
+TEST(RailnetDiag, NoRdmaProblemsOnAHealthyTree) {
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  fs.roce("mlx5_1");
+  ToolRun r = sh(fs.env() + "NCCL_SOCKET_IFNAME=lo " + diag());
+  EXPECT_TRUE(linesWith(r.out, "downshift").empty()) << r.out;
+  EXPECT_TRUE(linesWith(r.out, "disagree").empty()) << r.out;
+  EXPECT_EQ(linesWith(r.out, "chosen: 3 -- best of 4 of 5 entries (types from sysfs) for AF_INET, RoCE v2").size(), 2u) << r.out;
+}
+
+TEST(RailnetDiag, PortNotActiveNamesTheSubnetManager) {
+  FakeSysfs fs;
+  fs.port("mlx5_0", "2: INIT", "InfiniBand", "400 Gb/sec (4X NDR)");
+  ToolRun r = sh(fs.env() + diag());
+  EXPECT_EQ(r.status, 1);
+  auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 is INIT");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Subnet Manager") && has(l[0], "sminfo")) << l[0];
+}
+
+TEST(RailnetDiag, WarnsWhenGidIndexIsForced) {
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  ToolRun r = sh(fs.env() + "NCCL_IB_GID_INDEX=2 " + diag());
+  auto w = linesWith(r.out, "WARNING: NCCL_IB_GID_INDEX=2 (environment) overrides the automatic GID selection");
+  ASSERT_EQ(w.size(), 1u) << r.out;
+  EXPECT_TRUE(has(w[0], "Fix: unset NCCL_IB_GID_INDEX")) << w[0];
+  EXPECT_EQ(linesWith(r.out, "chosen: 2 -- forced by NCCL_IB_GID_INDEX=2").size(), 1u) << r.out;
+
+  // An index that names an empty GID is a problem, also when it comes from a conf file.
+  fs.dir.write("nccl.conf", "NCCL_IB_GID_INDEX=4\n");
+  r = sh(fs.env() + "NCCL_CONF_FILE=" + fs.dir.path() + "/nccl.conf " + diag());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(linesWith(r.out, "PROBLEM: NCCL_IB_GID_INDEX=4 (user conf file) names an empty GID").size(), 1u) << r.out;
+}
+
+TEST(RailnetDiag, NoRoutableGidIsAProblem) {
+  FakeSysfs fs;
+  fs.port("mlx5_0", "4: ACTIVE", "Ethernet", "100 Gb/sec (4X EDR)");
+  fs.gid("mlx5_0", 0, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54", "IB/RoCE v1", "eth2");
+  fs.gid("mlx5_0", 1, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54", "RoCE v2", "eth2");
+  ToolRun r = sh(fs.env() + diag());
+  auto l = linesWith(r.out, "has no routable GID");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "assign an IP address to eth2")) << l[0];
+}
+
+TEST(RailnetDiag, LoweredMemlockIsAProblemWithTheLimitsConfFix) {
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  ToolRun r = sh("ulimit -l 64 && " + fs.env() + diag());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto l = linesWith(r.out, "PROBLEM: the locked-memory limit is 64 KiB");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "memlock unlimited") && has(l[0], "/etc/security/limits.conf")) << l[0];
+
+  // Without RDMA ports the same limit only warns (the Socket transport pins nothing).
+  TempDir empty;
+  r = sh("ulimit -l 64 && SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " " + diag());
+  EXPECT_EQ(linesWith(r.out, "WARNING: the locked-memory limit is 64 KiB").size(), 1u) << r.out;
+
+  // Unlimited is fine (only where this process may raise its hard limit).
+  r = sh("ulimit -l unlimited 2>/dev/null || exit 77; " + fs.env() + diag());
+  if (r.status != 77) {
+    EXPECT_TRUE(linesWith(r.out, "locked-memory limit").empty()) << r.out;
+  }
+}
+
+TEST(RailnetDiag, ParamsShowValueAndSource) {
+  TempDir d;
+  d.write("user.conf", "NCCL_SOCKET_NTHREADS=4\n");
+  d.write("system.conf", "NCCL_NSOCKS_PERTHREAD=2\nNCCL_SOCKET_NTHREADS=8\n");
+  ToolRun r = sh("HOME=" + d.path() + " NCCL_CONF_FILE=" + d.path() + "/user.conf RAILNET_SYSTEM_CONF=" + d.path() +
+             "/system.conf NCCL_SOCKET_INLINE=64 " + diag() + " --params");
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto l = linesWith(r.out, "NCCL_SOCKET_NTHREADS ");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], " 4 ") && has(l[0], "(user conf file; default -2)")) << l[0];
+  l = linesWith(r.out, "NCCL_NSOCKS_PERTHREAD ");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(has(l[0], " 2 ") && has(l[0], "(system conf file; default -2)")) << l[0];
+  l = linesWith(r.out, "NCCL_SOCKET_INLINE ");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(has(l[0], " 64 ") && has(l[0], "(environment; default 128)")) << l[0];
+  l = linesWith(r.out, "NCCL_SOCKET_RETRY_CNT ");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(has(l[0], "(default)")) << l[0];
+  // Every registered param is listed, each with its doc line.
+  int total = 0;
+  for (int t = 0; t < railnetParamTableCount(); t++)
+    for (int i = 0; i < railnetParamTableAt(t)->count; i++) {
+      total++;
+      EXPECT_GE(linesWith(r.out, std::string(railnetParamTableAt(t)->params[i].name) + " ").size(), 1u)
+          << railnetParamTableAt(t)->params[i].name;
+    }
+  EXPECT_GT(total, 10);
+
+  // A malformed value is a problem with its fix.
+  r = sh("HOME=" + d.path() + " NCCL_SOCKET_NTHREADS=lots " + diag() + " --params");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(linesWith(r.out, "PROBLEM: NCCL_SOCKET_NTHREADS='lots' (environment) is invalid").size(), 1u) << r.out;
+}
+
+TEST(RailnetDiag, InterfacesFollowNcclSocketIfname) {
+  TempDir empty;
+  ToolRun r = sh("SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " NCCL_SOCKET_IFNAME==lo " + diag());
+  EXPECT_TRUE(has(r.out, "NCCL_SOCKET_IFNAME==lo (environment) bypasses the automatic chain")) << r.out;
+  EXPECT_TRUE(has(r.out, "selected: lo (127.0.0.1) -- by step: NCCL_SOCKET_IFNAME")) << r.out;
+  r = sh("SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " NCCL_SOCKET_IFNAME==nosuchif0 " + diag());
+  EXPECT_EQ(r.status, 1);
+  auto l = linesWith(r.out, "PROBLEM: NCCL_SOCKET_IFNAME==nosuchif0 (environment) selects no interface");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: ")) << l[0];
+  EXPECT_TRUE(has(r.out, "ip_local_port_range = ")) << r.out;
+}
+
+TEST(RailnetDiag, JsonHoldsTheSameFacts) {
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  fs.roce("mlx5_1", "100 Gb/sec (2X HDR)");
+  ToolRun r = sh(fs.env() + "NCCL_SOCKET_IFNAME==lo " + diag() + " --json");
+  EXPECT_EQ(r.status, 1);
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.front(), '{') << r.out;
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << r.out;
+  int depth = 0;
+  bool inStr = false;
+  for (size_t i = 0; i < r.out.size(); i++) {
+    char c = r.out[i];
+    if (inStr) {
+      if (c == '\\') i++;
+      else if (c == '"') inStr = false;
+    } else if (c == '"') {
+      inStr = true;
+    } else if (c == '{' || c == '[') {
+      depth++;
+    } else if (c == '}' || c == ']') {
+      EXPECT_GE(--depth, 0);
+    }
+  }
+  EXPECT_EQ(depth, 0);
+  EXPECT_TRUE(has(r.out, "\"chosen\":3")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"step\":\"NCCL_SOCKET_IFNAME\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "link downshift")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"severity\":\"problem\"")) << r.out;
+}
+
+TEST(RailnetDiag, WatchPrintsCounterGrowth) {
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  std::string ctr = fs.dir.write("class/infiniband/mlx5_0/ports/1/hw_counters/packet_seq_err", "7\n");
+  fs.dir.write("class/infiniband/mlx5_0/ports/1/counters/symbol_error", "0\n");
+  ToolRun r = sh("(sleep 1; echo 12 > " + ctr + ") & " + fs.env() + diag() + " --watch 3; rc=$?; wait; exit $rc");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "mlx5_0:1 packet_seq_err +5 (now 12)")) << r.out;
+  auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 packet_seq_err grew by 5 in 3 s");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: ")) << l[0];
+  EXPECT_TRUE(linesWith(r.out, "symbol_error +").empty()) << r.out;
+}
+
+TEST(RailnetPerf, HelpAndUsageErrors) {
+  ToolRun r = sh(perf() + " --help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* o : {"--server", "--client HOST", "--loopback", "--plugin", "--dev", "--handle-file", "-a, --all",
+                        "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"})
+    EXPECT_TRUE(has(r.out, o)) << o;
+  r = sh(perf());
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(has(r.out, "choose one of --server, --client HOST, --loopback")) << r.out;
+  r = sh(perf() + " --loopback --plugin /nonexistent/libnccl-net-x.so");
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(has(r.out, "cannot load net plugin")) << r.out;
+}
+
+// Every size of the sweep has a row in both tables, and the receiver counted the right bytes.
+void expectSweep(const std::string& out, const std::vector<size_t>& sizes, int iters, int warmup) {
+  EXPECT_TRUE(has(out, "#bytes     #iterations   BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")) << out;
+  EXPECT_TRUE(has(out, "t_min[usec]") && has(out, "t_max[usec]") && has(out, "t_typical[usec]") &&
+              has(out, "t_avg[usec]") && has(out, "99% percentile[usec]"))
+      << out;
+  for (size_t s : sizes) {
+    int rows = 0;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      size_t bytes = 0;
+      int it = 0;
+      if ((f >> bytes >> it) && bytes == s && it == iters) rows++;
+    }
+    EXPECT_EQ(rows, 2) << "size " << s << " in the bw and the lat table\n" << out;
+    std::string recv = " receiver: " + std::to_string(s) + " ";
+    auto l = linesWith(out, recv);
+    ASSERT_EQ(l.size(), 2u) << out;
+    for (auto& x : l) {
+      std::istringstream f(x.substr(recv.size()));
+      int n = 0;
+      long long bytes = 0;
+      std::string check;
+      f >> n >> bytes >> check;
+      EXPECT_EQ(n, iters + warmup) << x;
+      EXPECT_EQ(bytes, (long long)s * (iters + warmup)) << x;
+      EXPECT_EQ(check, "ok") << x;
+    }
+  }
+}
+
+std::string plugin() { return " --plugin " + buildLibDir() + "/libnccl-net-railnet.so "; }
+
+TEST(RailnetPerf, LoopbackSweepOverSocket) {
+  ToolRun r = sh("NCCL_SOCKET_IFNAME=lo RAILNET_TRANSPORT=socket " + perf() + plugin() +
+             "--loopback -a --min-size 1 --max-size 64K -n 20 --warmup 3 --timeout 30");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "railnet-perf: RailSocket through")) << r.out;
+  EXPECT_TRUE(has(r.out, "Device: [0] lo")) << r.out;
+  std::vector<size_t> sizes;
+  for (size_t s = 1; s <= 65536; s *= 2) sizes.push_back(s);
+  expectSweep(r.out, sizes, 20, 3);
+}
+
+TEST(RailnetPerf, EveryPluginAbiVersion) {
+  for (int v = 8; v <= 12; v++) {
+    ToolRun r = sh("NCCL_SOCKET_IFNAME=lo RAILNET_TRANSPORT=socket " + perf() + plugin() + "--abi " + std::to_string(v) +
+                   " --loopback -a --min-size 1K --max-size 4K -n 5 --warmup 1 --timeout 30");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "(ncclNet v" + std::to_string(v) + ")")) << r.out;
+    expectSweep(r.out, {1024, 2048, 4096}, 5, 1);
+  }
+}
+
+TEST(RailnetPerf, ServerAndClientThroughAHandleFileAndTcp) {
+  TempDir d;
+  std::string env = "NCCL_SOCKET_IFNAME=lo RAILNET_TRANSPORT=socket ";
+  std::string f = d.path() + "/handle";
+  ToolRun r = sh(env + perf() + plugin() + "--server --handle-file " + f + " --timeout 30 > " + d.path() + "/server.out & " +
+             env + perf() + plugin() + "--handle-file " + f + " --client '' -s 4096 -n 10 --warmup 2 --timeout 30; rc=$?; " +
+             "wait $! || rc=9; cat " + d.path() + "/server.out; exit $rc");
+  EXPECT_EQ(r.status, 0) << r.out;
+  expectSweep(r.out, {4096}, 10, 2);
+
+  int port = 20000 + getpid() % 20000;
+  r = sh(env + perf() + plugin() + "--server --port " + std::to_string(port) + " --timeout 30 > " + d.path() +
+         "/server2.out & " + env + perf() + plugin() + "--client 127.0.0.1 --port " + std::to_string(port) +
+         " -s 1000 -n 10 --warmup 2 --timeout 30 --csv; rc=$?; wait $! || rc=9; cat " + d.path() + "/server2.out; exit $rc");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "bw,1000,10,")) << r.out;
+  EXPECT_TRUE(has(r.out, "lat,1000,10,")) << r.out;
+  EXPECT_TRUE(has(r.out, "Waiting for the client on TCP port " + std::to_string(port))) << r.out;
+}
+
+TEST(RailnetPerf, RolesFromLauncherRank) {
+  TempDir d;
+  std::string env = "NCCL_SOCKET_IFNAME=lo RAILNET_TRANSPORT=socket ";
+  std::string args = plugin() + "--handle-file " + d.path() + "/h -s 512 -n 5 --warmup 1 --timeout 30 --json";
+  ToolRun r = sh(env + "OMPI_COMM_WORLD_RANK=0 " + perf() + args + " > " + d.path() + "/r0.out & " + env + "SLURM_PROCID=1 " +
+             perf() + args + "; rc=$?; wait $! || rc=9; exit $rc");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "\"test\":\"bw\",\"bytes\":512,\"iterations\":5")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"test\":\"lat\",\"bytes\":512,\"iterations\":5")) << r.out;
+  EXPECT_EQ(access((d.path() + "/h.0").c_str(), F_OK), 0);
+}
+
+}  // namespace
