@@ -23,6 +23,7 @@
 #include "param.h"
 #include "socket.h"
 #include "transport.h"
+#include "net_socket.h"
 
 #define MAX_SOCKETS 64
 #define MAX_THREADS 16
@@ -509,8 +510,10 @@ static ncclResult_t socketListen(void* ctx, int dev, void* opaqueHandle, void** 
   (void)ctx;
   if (opaqueHandle == NULL || listenComm == NULL) return ncclInvalidArgument;
   NCCLCHECK(checkDev(dev, "listen"));
-  socketHandle* handle = (socketHandle*)opaqueHandle;
-  memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  socketHandle hcopy; /* NCCL's handle may be unaligned: fill a copy, then store it */
+  socketHandle* handle = &hcopy;
+  memset(handle, 0, sizeof(*handle));
+  memset(opaqueHandle, 0, NCCL_NET_HANDLE_MAXSIZE);
   socketListenComm* lc;
   NCCLCHECK(RAILNET_CALLOC(&lc, 1, "a socket listen comm"));
   union ncclSocketAddress addr = devs[dev].addr;
@@ -526,6 +529,7 @@ static ncclResult_t socketListen(void* ctx, int dev, void* opaqueHandle, void** 
   NCCLCHECKGOTO(ncclSocketGetAddr(&lc->sock, &handle->addr), res, fail);
   handle->nSocks = lc->nSocks;
   handle->nThreads = lc->nThreads;
+  memcpy(opaqueHandle, handle, sizeof(*handle));
   *listenComm = lc;
   return ncclSuccess;
 fail:
@@ -534,9 +538,13 @@ fail:
   return res;
 }
 
-/* A handle is read from another process (or from anything the caller got): check it all. */
-static ncclResult_t checkHandle(const socketHandle* h) {
+/* A handle is read from another process (or from anything the caller got): check it all.
+ * The handle is NCCL_NET_HANDLE_MAXSIZE bytes at any alignment. */
+ncclResult_t railnetSocketCheckHandle(const void* handle) {
   char a[SOCKET_NAME_MAXLEN];
+  socketHandle copy;
+  memcpy(&copy, handle, sizeof(copy));
+  const socketHandle* h = &copy;
   if (h->handleMagic != HANDLE_MAGIC) {
     WARN("NET/Socket : connect handle is not a railnet Socket handle (magic 0x%016llx): truncated, corrupted, or from "
          "another network plugin; make sure every rank uses the same NCCL_NET_PLUGIN and RAILNET_TRANSPORT",
@@ -568,11 +576,13 @@ static ncclResult_t socketConnect(void* ctx, int dev, void* opaqueHandle, void**
   NCCLCHECK(checkDev(dev, "connect"));
   if (sendDevComm) *sendDevComm = NULL;
   *sendComm = NULL;
-  socketHandle* h = (socketHandle*)opaqueHandle;
+  socketHandle hcopy; /* NCCL's handle may be unaligned: read it by value */
+  memcpy(&hcopy, opaqueHandle, sizeof(hcopy));
+  socketHandle* h = &hcopy;
   connectState* st = connectStateFind(opaqueHandle);
   ncclResult_t res = ncclSuccess;
   if (st == NULL) {
-    NCCLCHECK(checkHandle(h));
+    NCCLCHECK(railnetSocketCheckHandle(opaqueHandle));
     NCCLCHECK(RAILNET_CALLOC(&st, 1, "a socket connect state"));
     res = commAlloc(&st->comm, h->nSocks, h->nThreads, 1);
     if (res != ncclSuccess) {
