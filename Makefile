@@ -85,6 +85,7 @@ $(BUILD)/test/netns_tests: $(NETNS_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $
 
 # Tiers may add their own rules and binaries (e.g. the soft-RoCE VM).
 -include test/softroce/softroce.mk
+-include fuzz/fuzz.mk
 
 test-build: lib tools $(TEST_BINS) $(SOFTROCE_BINS)
 

@@ -64,5 +64,19 @@ if [ -x test/softroce/tier.sh ]; then
   fi
 fi
 
+# 4. fuzz: a short libFuzzer pass over every target in fuzz/ (one test per target)
+if [ -x fuzz/tier.sh ]; then
+  out="$LOGDIR/fuzz.counts"
+  rm -f "$out"
+  fuzz/tier.sh --counts-file "$out"
+  if [ -f "$out" ]; then
+    read -r p f s <"$out"
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+  else
+    echo "fuzz tier ended without results: counted as 1 failure"
+    FAILED=$((FAILED + 1))
+  fi
+fi
+
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]
