@@ -33,7 +33,7 @@ SHARED := $(LIBDIR)/librailnet.so
 
 TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
 
-.PHONY: all lib tools test demo install clean deps-build deps-test
+.PHONY: all lib tools test demo install clean deps-build deps-test bench bench-build
 all: lib tools
 
 lib: $(PLUGIN) $(STATIC) $(SHARED)
@@ -61,6 +61,16 @@ tools: $(TOOLS)
 $(BUILD)/bin/%: tools/%.c $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
+
+# Benchmarks (bench/*.c): programs that bench/*.sh run next to their references.
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+bench-build: lib $(BENCHES)
+$(BUILD)/bench/%: bench/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+bench: deps-test bench-build
+	bench/socket.sh
 
 # ---------------------------------------------------------------- tests
 GTEST_LIBS := -lgtest -lgtest_main
