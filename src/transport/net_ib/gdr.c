@@ -9,13 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ibvwrap.h"
-#include "param.h"
-
-static railnetParam gdrParams[] = {
-    RAILNET_PARAM_STR_DEF("SYSFS_PATH", "/sys",
-                          "Root of sysfs (libibverbs' convention); tests point it at a tree of their own"),
-};
-RAILNET_PARAM_TABLE("net_ib/gdr", gdrParams);
+#include "common.h"
 
 static pthread_mutex_t gdrLock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -42,7 +36,7 @@ static int peermemDetect(void) {
   pthread_mutex_lock(&gdrLock);
   state = peermemState;
   if (state == PEERMEM_UNKNOWN) {
-    const char* root = railnetParamStr(&gdrParams[0]);
+    const char* root = railnetIbSysfsRoot(); /* SYSFS_PATH, declared once in init.c */
     if (root == NULL || root[0] == '\0') root = "/sys";
     int nvMem = sysfsExists(root, nvMemFile), nvMemNc = sysfsExists(root, nvMemNcFile);
     int nvidia = sysfsExists(root, peermemFile);
