@@ -4,8 +4,10 @@
 #include "transport.h"
 
 extern const ncclNet_t railnetNetSocket;
+extern const ncclNet_t railnetNetIb;
 
 const railnetTransportEntry railnetTransports[] = {
+    {"ib", &railnetNetIb},
     {"socket", &railnetNetSocket},
     {NULL, NULL},
 };

@@ -37,6 +37,18 @@ struct ncclIbStats {
   int fatalErrorCount; /* atomic */
 };
 
+/* One registration of a page-aligned range, shared by every regMr that falls inside it. */
+struct ncclIbMr {
+  uintptr_t addr;                /* page-aligned start */
+  size_t pages;
+  int refs;
+  struct ibv_mr* mr;
+};
+struct ncclIbMrCache {
+  struct ncclIbMr* slots;
+  int capacity, population;
+};
+
 /* One active port of one HCA: what NCCL calls a physical IB device. */
 struct ncclIbDev {
   pthread_mutex_t lock;
@@ -47,8 +59,9 @@ struct ncclIbDev {
   int speed;                     /* Mbps */
   struct ibv_context* context;   /* shared by the ports of one HCA */
   int ownsContext;               /* the first port of its HCA closes the context */
-  int pdRefs;                    /* for the data path (issue 8) */
+  int pdRefs;                    /* comms using pd (under lock) */
   struct ibv_pd* pd;
+  struct ncclIbMrCache mrCache;  /* registrations on pd (under lock), reg.c */
   char devName[MAXNAMESIZE];
   char fullPciPath[PATH_MAX];    /* realpath of <sysfs>/class/infiniband/<dev>/device; "" when none */
   char* pciPath;                 /* the same with port/VF digits merged; NULL when none (rxe) */
@@ -140,6 +153,217 @@ ncclResult_t railnetIbChooseGid(struct ibv_context* context, const char* devName
 int railnetIbSysfsRoceVersion(const char* devName, int portNum, int gidIndex);
 /* Address family of a GID (IPv4-mapped, unicast or multicast, is AF_INET). */
 sa_family_t railnetIbGidFamily(const union ibv_gid* gid);
+
+
+/* ---------------------------------------------------------------- data path (issue 8) */
+
+#define NCCL_IB_MAX_QPS 128
+/* requests per comm: NCCL_NET_MAX_REQUESTS receives of up to 8 buffers each; a request's
+ * index fits the 8 bits per request that a send's wr_id carries */
+#define NET_IB_MAX_REQUESTS (NCCL_NET_MAX_REQUESTS * NCCL_NET_IB_MAX_RECVS)
+#define RAILNET_IB_HANDLE_MAGIC 0x7261696c4e494231ULL /* "railNIB1" */
+#define RAILNET_IB_META_MAGIC 0x7261696c4d455441ULL   /* "railMETA" */
+#define RAILNET_IB_META_VERSION 1
+
+#define NCCL_NET_IB_REQ_UNUSED 0
+#define NCCL_NET_IB_REQ_SEND 1
+#define NCCL_NET_IB_REQ_RECV 2
+#define NCCL_NET_IB_REQ_FLUSH 3
+
+/* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
+ * process, keyed by the handle's address, never read back from the handle. */
+struct ncclIbHandle {
+  uint64_t handleMagic;                /* RAILNET_IB_HANDLE_MAGIC */
+  union ncclSocketAddress connectAddr; /* the listener */
+  uint64_t socketMagic;                /* the listener's ncclSocket magic */
+};
+
+/* Clear-to-send entry: the receiver RDMA-writes one per buffer into the sender's fifo. */
+struct ncclIbSendFifo {
+  uint64_t addr;
+  uint64_t size;
+  uint32_t rkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint32_t nreqs;
+  uint32_t tag;
+  uint64_t idx;                        /* fifo position + 1: the entry is valid when it matches */
+};
+
+/* Per device, in the connection metadata. */
+struct ncclIbDevInfo {
+  uint32_t lid;
+  uint8_t ibPort;
+  uint8_t linkLayer;
+  uint8_t mtu;                         /* enum ibv_mtu */
+  uint8_t pad;
+  int32_t gidIndex;
+  union ibv_gid gid;
+  uint32_t fifoRkey;                   /* sender: its fifo; receiver: its sizes records */
+  uint32_t pad2;
+};
+
+struct ncclIbQpInfo {
+  uint32_t qpn;
+  int32_t devIndex;                    /* index into the sender's/receiver's vDevice */
+  struct ibv_ece ece;
+  int32_t eceSupported;
+  int32_t pad;
+};
+
+/* Exchanged once each way over the comm's ncclSocket. Fixed size; validated on receipt. */
+struct ncclIbConnectionMetadata {
+  uint64_t magic;                      /* RAILNET_IB_META_MAGIC */
+  uint32_t version;
+  int32_t ndevs;
+  int32_t nqps;
+  int32_t splitDataOnQps;
+  int32_t tc, sl;
+  uint64_t fifoAddr;                   /* sender: its fifo; receiver: its sizes records */
+  struct ncclIbDevInfo devs[NCCL_IB_MAX_DEVS_PER_NIC];
+  struct ncclIbQpInfo qpInfo[NCCL_IB_MAX_QPS];
+  char devName[MAX_MERGED_DEV_NAME];
+};
+
+struct ncclIbMrHandle {
+  struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
+  int ndevs;
+  int ibDevs[NCCL_IB_MAX_DEVS_PER_NIC];  /* physical devices, for deregistration */
+};
+
+struct ncclIbQp {
+  struct ibv_qp* qp;
+  int devIndex;                        /* local device of the vDevice */
+  int remDevIndex;                     /* the peer's device of its vDevice */
+  struct ibv_ece ece;
+  int eceSupported;
+};
+
+/* Per physical device of a comm. */
+struct ncclIbCommDev {
+  int ibDevN;                          /* index in ncclIbDevs */
+  struct ibv_pd* pd;
+  struct ibv_cq* cq;
+  int gidIndex;
+  union ibv_gid gid;
+  struct ibv_mr* fifoMr;               /* sender: fifo; receiver: sizes records */
+  struct ibv_mr* localMr;              /* sender: sizes to write; receiver: fifo entries to write */
+  /* receiver, GPUDirect flush: a QP connected to itself that reads one byte */
+  struct ibv_qp* flushQp;
+  struct ibv_mr* flushMr;
+};
+
+struct ncclIbRequest {
+  struct ncclIbNetCommBase* base;
+  int type;
+  int events[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint64_t id;                         /* fifo position */
+  int nreqs;
+  union {
+    struct {
+      size_t size;
+      void* data;
+      uint32_t lkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+    } send;
+    struct {
+      int* sizes;                      /* nreqs entries (the sizes records of its slot) */
+    } recv;
+  };
+};
+
+/* Common head of send and receive comms. */
+struct ncclIbNetCommBase {
+  int isSend;
+  int ready;
+  ncclNetVDeviceProps_t vProps;
+  int vDev;
+  struct ncclIbCommDev devs[NCCL_IB_MAX_DEVS_PER_NIC];
+  int nRemDevs;
+  struct ncclIbDevInfo remDevs[NCCL_IB_MAX_DEVS_PER_NIC];
+  char remDevName[MAX_MERGED_DEV_NAME];
+  struct ncclIbQp qps[NCCL_IB_MAX_QPS];
+  int nqps;
+  int splitDataOnQps;
+  int qpIndex;                         /* round robin when not splitting */
+  uint64_t fifoHead;
+  struct ncclSocket sock;
+  union ncclSocketAddress peerAddr;    /* for messages */
+  int useInline;
+  uint32_t maxInline;                  /* what the QPs were granted */
+  int failed;                          /* an error completion was seen */
+  struct ncclIbStats stats;
+  struct ncclIbRequest reqs[NET_IB_MAX_REQUESTS];
+};
+
+struct ncclIbSendComm {
+  struct ncclIbNetCommBase base;
+  /* written by the receiver */
+  struct ncclIbSendFifo fifo[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  /* the sizes of a multi-send, written into the receiver's records */
+  int sizes[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  uint64_t remSizesAddr;
+  uint32_t remSizesRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  struct ncclIbRequest* sendReqs[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  int sendReqsCnt[NET_IB_MAX_REQUESTS];
+  int ar;                              /* adaptive routing on the first device */
+};
+
+struct ncclIbRecvComm {
+  struct ncclIbNetCommBase base;
+  /* entries written into the sender's fifo, from here */
+  struct ncclIbSendFifo elems[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  /* written by the sender: the sizes of a multi-receive */
+  int sizes[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  uint64_t remFifoAddr;
+  struct ncclIbRequest* recvReqs[NET_IB_MAX_REQUESTS];
+  int flushEnabled;
+  int flushBuf[16];                    /* where the flush reads go */
+};
+
+struct ncclIbListenComm {
+  int dev;
+  struct ncclSocket sock;
+  struct ncclIbCommStage* stage;       /* the accept in progress */
+};
+
+/* ---------------------------------------------------------------- connect.c (data path) */
+ncclResult_t ncclIbListen(void* ctx, int dev, void* handle, void** listenComm);
+ncclResult_t ncclIbConnect(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_t** sendDevComm);
+ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_t** recvDevComm);
+ncclResult_t ncclIbCloseSend(void* sendComm);
+ncclResult_t ncclIbCloseRecv(void* recvComm);
+ncclResult_t ncclIbCloseListen(void* listenComm);
+/* Check a metadata block received from peer (WARN naming the peer on any problem). */
+ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, const char* peer, int wantNqps);
+int railnetIbParamQpsPerConn(void);
+/* Teardown: free the connects their callers abandoned. */
+void railnetIbDropConnectStages(void);
+int railnetIbParamSplitDataOnQps(void);
+
+/* ---------------------------------------------------------------- p2p.c */
+ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                         void** request);
+ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                         void** phandles, void** request);
+ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+ncclResult_t ncclIbTest(void* request, int* done, int* sizes);
+/* "1.2.3.4<5>" of a comm's peer. */
+const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf);
+
+/* ---------------------------------------------------------------- reg.c */
+ncclResult_t ncclIbRegMr(void* comm, void* data, size_t size, int type, void** mhandle);
+ncclResult_t ncclIbRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                               void** mhandle);
+ncclResult_t ncclIbDeregMr(void* comm, void* mhandle);
+/* Register/deregister on one physical device through its cache (fd -1: not DMA-BUF). */
+ncclResult_t railnetIbRegMrDev(int ibDevN, void* data, size_t size, uint64_t offset, int fd, struct ibv_mr** mr);
+ncclResult_t railnetIbDeregMrDev(int ibDevN, struct ibv_mr* mr);
+/* Teardown: deregister what is left in the device's cache and free its PD. */
+void railnetIbReleaseDevMrs(struct ncclIbDev* dev);
+/* The device's protection domain, allocated by the first comm and freed by the last. */
+ncclResult_t railnetIbPdAcquire(int ibDevN, struct ibv_pd** pd);
+void railnetIbPdRelease(int ibDevN);
+/* Tests: registrations alive on a device, and cache hits since the process started. */
+int railnetIbMrCacheCount(int ibDevN);
+long railnetIbMrCacheHits(void);
 
 #ifdef __cplusplus
 }

@@ -294,6 +294,8 @@ static void ibTeardownLocked(void) {
     if (ibAsyncs[i].running) pthread_join(ibAsyncs[i].thread, NULL);
   nIbAsyncs = 0;
   __atomic_store_n(&ibAsyncStop, 0, __ATOMIC_RELEASE);
+  railnetIbDropConnectStages();
+  for (int d = 0; d < ncclNIbDevs; d++) railnetIbReleaseDevMrs(&ncclIbDevs[d]);
   for (int d = 0; d < ncclNIbDevs; d++) {
     struct ncclIbDev* dev = &ncclIbDevs[d];
     if (dev->ownsContext && dev->context) wrap_ibv_close_device(dev->context);
@@ -655,14 +657,28 @@ static ncclResult_t ibSetNetAttr(void* ctx, ncclNetAttr_t* attr) {
   return ncclSuccess;
 }
 
-/* Discovery, properties and vNICs. The data path (listen, connect, accept, regMr, isend,
- * irecv, iflush, test, close*) comes with issue 8; until then this table is not in the
- * transport registry. */
+/* Discovery, properties and vNICs here; connection setup in connect.c, registration in
+ * reg.c, the data path in p2p.c. */
 const ncclNet_t railnetNetIb = {
     .name = "IB",
     .init = ibInit,
     .devices = ibDevices,
     .getProperties = ncclIbGetProperties,
+    .listen = ncclIbListen,
+    .connect = ncclIbConnect,
+    .accept = ncclIbAccept,
+    .regMr = ncclIbRegMr,
+    .regMrDmaBuf = ncclIbRegMrDmaBuf,
+    .deregMr = ncclIbDeregMr,
+    .isend = ncclIbIsend,
+    .irecv = ncclIbIrecv,
+    .iflush = ncclIbIflush,
+    .test = ncclIbTest,
+    .closeSend = ncclIbCloseSend,
+    .closeRecv = ncclIbCloseRecv,
+    .closeListen = ncclIbCloseListen,
+    .getDeviceMr = NULL,
+    .irecvConsumed = NULL,
     .makeVDevice = ncclIbMakeVDevice,
     .finalize = ibFinalize,
     .setNetAttr = ibSetNetAttr,

@@ -1,0 +1,490 @@
+/*
+ * IB data path (NCCL's net_ib/p2p.cc): isend, irecv, iflush, test.
+ *
+ * The receiver announces each receive by RDMA-writing clear-to-send entries (address, rkey
+ * per device, size, tag, fifo position + 1) into slot fifoHead % NET_IB_MAX_REQUESTS of the
+ * sender's fifo, after posting one receive work request per QP the message will use. The
+ * sender's isend waits for that slot, matches its tag (a multi-receive has up to 8 entries;
+ * the writes go out when every one of them has its isend), and RDMA-writes the data; the
+ * last write of each QP carries an immediate: the size for a single receive; for a
+ * multi-receive an extra write puts the sizes into the receiver's records. Messages above
+ * NCCL_IB_AR_THRESHOLD on adaptive-routing devices are plain writes followed by a 0-byte
+ * write with immediate. With NCCL_IB_SPLIT_DATA_ON_QPS=1 every message is cut across all
+ * QPs (128-byte aligned chunks); otherwise message k uses QP k % nqps.
+ */
+#include <endian.h>
+#include <stdio.h>
+#include <string.h>
+#include "common.h"
+#include "ibvwrap.h"
+
+#define IB_WRITE_CHUNK_ALIGNMENT 128
+#define DIVUP(x, y) (((x) + (y)-1) / (y))
+
+static ncclResult_t getRequest(struct ncclIbNetCommBase* base, struct ncclIbRequest** out) {
+  for (int i = 0; i < NET_IB_MAX_REQUESTS; i++) {
+    struct ncclIbRequest* r = &base->reqs[i];
+    if (r->type == NCCL_NET_IB_REQ_UNUSED) {
+      memset(r, 0, sizeof(*r));
+      r->base = base;
+      *out = r;
+      return ncclSuccess;
+    }
+  }
+  WARN("NET/IB : unable to allocate requests: %d in flight on one comm", NET_IB_MAX_REQUESTS);
+  *out = NULL;
+  return ncclInternalError;
+}
+
+static int nqpsPerRequest(struct ncclIbNetCommBase* base) { return base->splitDataOnQps ? base->nqps : 1; }
+
+/* The i-th QP of message id: both sides compute the same. */
+static struct ncclIbQp* qpForRequest(struct ncclIbNetCommBase* base, uint64_t id, int i) {
+  int per = nqpsPerRequest(base);
+  return &base->qps[(id * (uint64_t)per + (uint64_t)i) % (uint64_t)base->nqps];
+}
+
+static ncclResult_t checkComm(struct ncclIbNetCommBase* base, const char* func) {
+  if (base == NULL) return ncclInvalidArgument;
+  if (!base->ready) {
+    WARN("NET/IB: %s() called on a comm that is not connected", func);
+    return ncclInternalError;
+  }
+  if (base->failed) {
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB: %s() on a comm with %s that already saw an error completion", func, railnetIbPeerStr(base, peer));
+    return ncclRemoteError;
+  }
+  for (int i = 0; i < base->vProps.ndevs; i++)
+    NCCLCHECK(ncclIbStatsCheckFatalCount(&ncclIbDevs[base->devs[i].ibDevN].stats, func));
+  return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------ send */
+
+static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbRequest** reqs = comm->sendReqs[slot];
+  volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
+  int nreqs = reqs[0]->nreqs;
+  struct ncclIbSendFifo rem[NCCL_NET_IB_MAX_RECVS];
+  for (int r = 0; r < nreqs; r++) {
+    rem[r].addr = slots[r].addr;
+    for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) rem[r].rkeys[d] = slots[r].rkeys[d];
+  }
+  /* the slot may be written again for position fifoHead + NET_IB_MAX_REQUESTS */
+  for (int r = 0; r < nreqs; r++) slots[r].idx = 0;
+
+  int per = nqpsPerRequest(base);
+  struct ibv_send_wr wrs[NCCL_NET_IB_MAX_RECVS + 1];
+  struct ibv_sge sges[NCCL_NET_IB_MAX_RECVS + 1];
+  size_t chunk[NCCL_NET_IB_MAX_RECVS], offset[NCCL_NET_IB_MAX_RECVS];
+  for (int r = 0; r < nreqs; r++) {
+    chunk[r] = DIVUP(DIVUP(reqs[r]->send.size, (size_t)per), IB_WRITE_CHUNK_ALIGNMENT) * IB_WRITE_CHUNK_ALIGNMENT;
+    offset[r] = 0;
+  }
+  int separateImm = nreqs > 1 || (comm->ar && (int64_t)reqs[0]->send.size > ncclIbArThreshold);
+  uint32_t imm = (uint32_t)reqs[0]->send.size;
+  for (int i = 0; i < per; i++) {
+    struct ncclIbQp* qp = qpForRequest(base, reqs[0]->id, i);
+    int d = qp->devIndex;
+    memset(wrs, 0, sizeof(wrs));
+    for (int r = 0; r < nreqs; r++) {
+      size_t left = reqs[r]->send.size - offset[r];
+      size_t len = left < chunk[r] ? left : chunk[r];
+      sges[r].addr = (uintptr_t)reqs[r]->send.data + offset[r];
+      sges[r].length = (uint32_t)len;
+      sges[r].lkey = reqs[r]->send.lkeys[d];
+      wrs[r].sg_list = &sges[r];
+      wrs[r].num_sge = len ? 1 : 0;
+      wrs[r].opcode = IBV_WR_RDMA_WRITE;
+      wrs[r].wr.rdma.remote_addr = rem[r].addr + offset[r];
+      wrs[r].wr.rdma.rkey = rem[r].rkeys[qp->remDevIndex];
+      wrs[r].wr_id = (uint64_t)slot;
+      wrs[r].next = &wrs[r + 1];
+      offset[r] += len;
+    }
+    struct ibv_send_wr* last = &wrs[nreqs - 1];
+    if (separateImm) {
+      last = &wrs[nreqs];
+      if (nreqs > 1) {
+        sges[nreqs].addr = (uintptr_t)comm->sizes[slot];
+        sges[nreqs].length = (uint32_t)(nreqs * sizeof(int));
+        sges[nreqs].lkey = base->devs[d].localMr->lkey;
+        last->sg_list = &sges[nreqs];
+        last->num_sge = 1;
+        last->wr.rdma.remote_addr = comm->remSizesAddr + (uint64_t)slot * NCCL_NET_IB_MAX_RECVS * sizeof(int);
+        last->wr.rdma.rkey = comm->remSizesRkeys[qp->remDevIndex];
+      } else {
+        last->wr.rdma.remote_addr = rem[0].addr;
+        last->wr.rdma.rkey = rem[0].rkeys[qp->remDevIndex];
+      }
+    }
+    last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    last->imm_data = htobe32(imm);
+    last->send_flags = IBV_SEND_SIGNALED;
+    last->wr_id = (uint64_t)slot;
+    last->next = NULL;
+    struct ibv_send_wr* bad = NULL;
+    NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                         void** request) {
+  (void)phandle;
+  struct ncclIbSendComm* comm = (struct ncclIbSendComm*)sendComm;
+  if (request == NULL) return ncclInvalidArgument;
+  *request = NULL;
+  NCCLCHECK(checkComm(&comm->base, "isend"));
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbMrHandle* mh = (struct ncclIbMrHandle*)mhandle;
+  if (mh == NULL || mh->ndevs != base->vProps.ndevs) {
+    WARN("NET/IB : isend of %zu bytes without a memory handle of this comm's %d device(s)", size, base->vProps.ndevs);
+    return ncclInvalidArgument;
+  }
+  int slot = (int)(base->fifoHead % NET_IB_MAX_REQUESTS);
+  volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
+  uint64_t idx = base->fifoHead + 1;
+  if (slots[0].idx != idx) return ncclSuccess; /* the receiver has not posted it yet */
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  uint32_t nreqs = slots[0].nreqs;
+  char peer[SOCKET_NAME_MAXLEN];
+  if (nreqs < 1 || nreqs > NCCL_NET_IB_MAX_RECVS) {
+    WARN("NET/IB : peer %s posted a receive of %u buffers (1..%d) at fifo position %llu",
+         railnetIbPeerStr(base, peer), nreqs, NCCL_NET_IB_MAX_RECVS, (unsigned long long)base->fifoHead);
+    return ncclRemoteError;
+  }
+  /* one RDMA write carries all entries of the slot, but their bytes may land in any order */
+  for (uint32_t r = 1; r < nreqs; r++)
+    if (slots[r].idx != idx) return ncclSuccess;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  for (uint32_t r = 0; r < nreqs; r++) {
+    if (comm->sendReqs[slot][r] != NULL || slots[r].tag != (uint32_t)tag) continue;
+    if (size > slots[r].size) {
+      WARN("NET/IB : peer %s: message of %zu bytes (tag %x) but the receive posted for it has %llu bytes: receive "
+           "smaller than send (req %u/%u)",
+           railnetIbPeerStr(base, peer), size, tag, (unsigned long long)slots[r].size, r, nreqs);
+      return ncclInvalidUsage;
+    }
+    if (slots[r].size > 0 && (slots[r].addr == 0 || slots[r].rkeys[0] == 0)) {
+      WARN("NET/IB : req %u/%u tag %x peer %s posted incorrect receive info: size %llu addr %llx rkeys[0]=%x", r,
+           nreqs, tag, railnetIbPeerStr(base, peer), (unsigned long long)slots[r].size,
+           (unsigned long long)slots[r].addr, slots[r].rkeys[0]);
+      return ncclRemoteError;
+    }
+    struct ncclIbRequest* req;
+    NCCLCHECK(getRequest(base, &req));
+    req->type = NCCL_NET_IB_REQ_SEND;
+    req->id = base->fifoHead;
+    req->nreqs = (int)nreqs;
+    req->send.size = size;
+    req->send.data = data;
+    for (int d = 0; d < base->vProps.ndevs; d++) req->send.lkeys[d] = mh->mrs[d]->lkey;
+    for (int i = 0; i < nqpsPerRequest(base); i++) req->events[qpForRequest(base, req->id, i)->devIndex]++;
+    comm->sizes[slot][r] = (int)size;
+    comm->sendReqs[slot][r] = req;
+    comm->sendReqsCnt[slot]++;
+    *request = req;
+    if (comm->sendReqsCnt[slot] < (int)nreqs) return ncclSuccess; /* a multi-receive: wait for the others */
+    NCCLCHECK(multiSend(comm, slot));
+    base->fifoHead++;
+    return ncclSuccess;
+  }
+  return ncclSuccess; /* no entry with this tag: later */
+}
+
+/* ------------------------------------------------------------------ receive */
+
+static ncclResult_t postFifo(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int slot) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  int nCts = base->nqps < base->vProps.ndevs ? base->nqps : base->vProps.ndevs;
+  struct ncclIbQp* qp = &base->qps[req->id % (uint64_t)nCts]; /* QP d lives on device d */
+  struct ibv_sge sge;
+  sge.addr = (uintptr_t)comm->elems[slot];
+  sge.length = (uint32_t)(req->nreqs * sizeof(struct ncclIbSendFifo));
+  sge.lkey = base->devs[qp->devIndex].localMr->lkey;
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = comm->remFifoAddr + (uint64_t)slot * NCCL_NET_IB_MAX_RECVS * sizeof(struct ncclIbSendFifo);
+  wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
+  if (base->useInline && sge.length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
+  /* unsignaled writes stay in the send queue until a later signaled one completes: signal
+   * one in NET_IB_MAX_REQUESTS per QP */
+  if (slot == qp->devIndex) wr.send_flags |= IBV_SEND_SIGNALED;
+  wr.wr_id = (uint64_t)slot;
+  struct ibv_send_wr* bad = NULL;
+  return wrap_ibv_post_send(qp->qp, &wr, &bad);
+}
+
+ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                         void** phandles, void** request) {
+  (void)phandles;
+  struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)recvComm;
+  if (request == NULL) return ncclInvalidArgument;
+  *request = NULL;
+  NCCLCHECK(checkComm(&comm->base, "irecv"));
+  struct ncclIbNetCommBase* base = &comm->base;
+  if (n < 1 || n > NCCL_NET_IB_MAX_RECVS) {
+    WARN("NET/IB : irecv of %d buffers; maxRecvs is %d", n, NCCL_NET_IB_MAX_RECVS);
+    return ncclInvalidArgument;
+  }
+  for (int i = 0; i < n; i++) {
+    struct ncclIbMrHandle* mh = (struct ncclIbMrHandle*)mhandles[i];
+    if (mh == NULL || mh->ndevs != base->vProps.ndevs) {
+      WARN("NET/IB : irecv buffer %d (%zu bytes) without a memory handle of this comm's %d device(s)", i, sizes[i],
+           base->vProps.ndevs);
+      return ncclInvalidArgument;
+    }
+  }
+  int slot = (int)(base->fifoHead % NET_IB_MAX_REQUESTS);
+  if (comm->recvReqs[slot] != NULL) return ncclSuccess; /* that position's request is not done yet */
+  struct ncclIbRequest* req;
+  NCCLCHECK(getRequest(base, &req));
+  req->type = NCCL_NET_IB_REQ_RECV;
+  req->id = base->fifoHead;
+  req->nreqs = n;
+  req->recv.sizes = comm->sizes[slot];
+  memset(comm->sizes[slot], 0, sizeof(comm->sizes[slot]));
+  struct ibv_recv_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = (uint64_t)slot;
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < nqpsPerRequest(base); i++) {
+    struct ncclIbQp* qp = qpForRequest(base, req->id, i);
+    struct ibv_recv_wr* bad = NULL;
+    NCCLCHECKGOTO(wrap_ibv_post_recv(qp->qp, &wr, &bad), res, fail);
+    req->events[qp->devIndex]++;
+  }
+  struct ncclIbSendFifo* elems = comm->elems[slot];
+  for (int i = 0; i < n; i++) {
+    struct ncclIbMrHandle* mh = (struct ncclIbMrHandle*)mhandles[i];
+    memset(&elems[i], 0, sizeof(elems[i]));
+    elems[i].addr = (uint64_t)(uintptr_t)data[i];
+    for (int d = 0; d < base->vProps.ndevs; d++) elems[i].rkeys[d] = mh->mrs[d]->rkey;
+    elems[i].nreqs = (uint32_t)n;
+    elems[i].size = sizes[i];
+    elems[i].tag = (uint32_t)tags[i];
+    elems[i].idx = base->fifoHead + 1;
+  }
+  NCCLCHECKGOTO(postFifo(comm, req, slot), res, fail);
+  comm->recvReqs[slot] = req;
+  base->fifoHead++;
+  *request = req;
+  return ncclSuccess;
+fail:
+  /* receives already posted cannot be taken back: the comm is unusable now */
+  base->failed = 1;
+  req->type = NCCL_NET_IB_REQ_UNUSED;
+  return res;
+}
+
+ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)recvComm;
+  if (request == NULL) return ncclInvalidArgument;
+  *request = NULL;
+  NCCLCHECK(checkComm(&comm->base, "iflush"));
+  int last = -1;
+  for (int i = 0; i < n; i++)
+    if (sizes[i]) last = i;
+  if (!comm->flushEnabled || last == -1) return ncclSuccess;
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbMrHandle* mh = (struct ncclIbMrHandle*)mhandles[last];
+  if (mh == NULL || mh->ndevs != base->vProps.ndevs) {
+    WARN("NET/IB : iflush without a memory handle of this comm's %d device(s)", base->vProps.ndevs);
+    return ncclInvalidArgument;
+  }
+  struct ncclIbRequest* req;
+  NCCLCHECK(getRequest(base, &req));
+  req->type = NCCL_NET_IB_REQ_FLUSH;
+  for (int d = 0; d < base->vProps.ndevs; d++) {
+    struct ncclIbCommDev* cd = &base->devs[d];
+    struct ibv_sge sge = {(uintptr_t)comm->flushBuf, 1, cd->flushMr->lkey};
+    struct ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = (uint64_t)(req - base->reqs);
+    wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
+    wr.wr.rdma.rkey = mh->mrs[d]->rkey;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    struct ibv_send_wr* bad = NULL;
+    ncclResult_t res = wrap_ibv_post_send(cd->flushQp, &wr, &bad);
+    if (res != ncclSuccess) {
+      base->failed = d > 0;
+      req->type = NCCL_NET_IB_REQ_UNUSED;
+      return res;
+    }
+    req->events[d]++;
+  }
+  *request = req;
+  return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------ test */
+
+static const char* wcOpcodeStr(enum ibv_wc_opcode op) {
+  switch (op) {
+    case IBV_WC_SEND: return "SEND";
+    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WC_RDMA_READ: return "RDMA_READ";
+    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
+    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
+    case IBV_WC_BIND_MW: return "BIND_MW";
+    case IBV_WC_RECV: return "RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
+    default: return "UNKNOWN";
+  }
+}
+
+static const char* wcStatusHint(enum ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_RETRY_EXC_ERR:
+      return "the peer did not acknowledge within NCCL_IB_TIMEOUT x NCCL_IB_RETRY_CNT: the link or the peer is "
+             "down, or the peer process died. Check the port state (ibstat / ibv_devinfo), the cabling and the peer's "
+             "log; on a congested or lossy fabric raise NCCL_IB_TIMEOUT";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "the peer refused the RDMA access: its buffer is not (or no longer) covered by its registration, or "
+             "the rkey it announced is stale (a memory registration mismatch, or a buffer deregistered while in use)";
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR:
+      return "the local buffer is not covered by the memory handle passed with it (regMr of another buffer, or "
+             "deregistered while in use)";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "the receiver had no receive posted (receiver not ready) for longer than the RNR retries allow: the "
+             "peer stopped posting receives or its process is hung";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "the queue pair had already failed: this request was flushed; the first error above is the cause";
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:
+      return "the peer's NIC rejected the request (its queue pair is in error or was destroyed: peer closed or died)";
+    case IBV_WC_LOC_LEN_ERR:
+    case IBV_WC_REM_ABORT_ERR:
+      return "a message did not fit the posted buffer or was aborted: the two sides disagree on sizes";
+    default:
+      return NULL;
+  }
+}
+
+static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
+  struct ncclIbDev* dev = &ncclIbDevs[base->devs[d].ibDevN];
+  char peer[SOCKET_NAME_MAXLEN], lg[INET6_ADDRSTRLEN] = "", rg[INET6_ADDRSTRLEN] = "";
+  ibvGetGidStr(&base->devs[d].gid, lg, sizeof(lg));
+  int rd = 0;
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].qp && base->qps[q].qp->qp_num == wc->qp_num) rd = base->qps[q].remDevIndex;
+  ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
+  WARN("NET/IB : Got completion from peer %s with status=%s(%d) opcode=%s(%d) vendor_err=%u qp_num=%u on %s:%d "
+       "(%s comm, localGid %s remoteGid %s)",
+       railnetIbPeerStr(base, peer), wrap_ibv_wc_status_str(wc->status), wc->status, wcOpcodeStr(wc->opcode),
+       wc->opcode, wc->vendor_err, wc->qp_num, dev->devName, dev->portNum, base->isSend ? "send" : "receive", lg, rg);
+  const char* hint = wcStatusHint(wc->status);
+  if (hint) WARN("NET/IB : HINT: %s", hint);
+  base->failed = 1;
+  return ncclRemoteError;
+}
+
+static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
+  if (wc->status != IBV_WC_SUCCESS) return reportWcError(base, d, wc);
+  uint64_t id = wc->wr_id;
+  if (base->isSend) {
+    struct ncclIbSendComm* comm = (struct ncclIbSendComm*)base;
+    struct ncclIbRequest* first = id < NET_IB_MAX_REQUESTS ? comm->sendReqs[id][0] : NULL;
+    if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
+      WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",
+           (unsigned long long)id, wc->opcode, wc->qp_num);
+      return ncclInternalError;
+    }
+    for (int j = 0; j < first->nreqs; j++) {
+      struct ncclIbRequest* r = comm->sendReqs[id][j];
+      if (r == NULL || r->events[d] <= 0) {
+        WARN("NET/IB : send request %d of slot %llu has no completion pending on device %d", j,
+             (unsigned long long)id, d);
+        return ncclInternalError;
+      }
+      r->events[d]--;
+    }
+    return ncclSuccess;
+  }
+  struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)base;
+  switch (wc->opcode) {
+    case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write */
+      return ncclSuccess;
+    case IBV_WC_RDMA_READ: { /* flush */
+      struct ncclIbRequest* r = id < NET_IB_MAX_REQUESTS ? &base->reqs[id] : NULL;
+      if (r == NULL || r->type != NCCL_NET_IB_REQ_FLUSH || r->events[d] <= 0) {
+        WARN("NET/IB : flush completion without a flush request (wr_id %llu)", (unsigned long long)id);
+        return ncclInternalError;
+      }
+      r->events[d]--;
+      return ncclSuccess;
+    }
+    case IBV_WC_RECV_RDMA_WITH_IMM: {
+      struct ncclIbRequest* r = id < NET_IB_MAX_REQUESTS ? comm->recvReqs[id] : NULL;
+      if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
+        WARN("NET/IB : data completion for slot %llu without a receive request (qp %u)", (unsigned long long)id,
+             wc->qp_num);
+        return ncclInternalError;
+      }
+      if (r->nreqs == 1) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
+      r->events[d]--;
+      return ncclSuccess;
+    }
+    default:
+      WARN("NET/IB : receive comm got an unexpected completion opcode %d (qp %u)", wc->opcode, wc->qp_num);
+      return ncclInternalError;
+  }
+}
+
+static int requestDone(const struct ncclIbRequest* r) {
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
+    if (r->events[d]) return 0;
+  return 1;
+}
+
+ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
+  struct ncclIbRequest* r = (struct ncclIbRequest*)request;
+  if (r == NULL || done == NULL) return ncclInvalidArgument;
+  *done = 0;
+  struct ncclIbNetCommBase* base = r->base;
+  for (;;) {
+    if (requestDone(r)) {
+      *done = 1;
+      int slot = (int)(r->id % NET_IB_MAX_REQUESTS);
+      if (r->type == NCCL_NET_IB_REQ_RECV) {
+        if (sizes)
+          for (int i = 0; i < r->nreqs; i++) sizes[i] = r->recv.sizes[i];
+        ((struct ncclIbRecvComm*)base)->recvReqs[slot] = NULL;
+      } else if (r->type == NCCL_NET_IB_REQ_SEND) {
+        if (sizes) sizes[0] = (int)r->send.size;
+        struct ncclIbSendComm* sc = (struct ncclIbSendComm*)base;
+        if (--sc->sendReqsCnt[slot] == 0) memset(sc->sendReqs[slot], 0, sizeof(sc->sendReqs[slot]));
+      }
+      r->type = NCCL_NET_IB_REQ_UNUSED;
+      return ncclSuccess;
+    }
+    if (base->failed) {
+      char peer[SOCKET_NAME_MAXLEN];
+      WARN("NET/IB : request on the comm with %s failed: the comm saw an error completion (above)",
+           railnetIbPeerStr(base, peer));
+      return ncclRemoteError;
+    }
+    for (int d = 0; d < base->vProps.ndevs; d++)
+      NCCLCHECK(ncclIbStatsCheckFatalCount(&ncclIbDevs[base->devs[d].ibDevN].stats, "test"));
+    int polled = 0;
+    for (int d = 0; d < base->vProps.ndevs; d++) {
+      if (r->events[d] == 0) continue;
+      struct ibv_wc wcs[4];
+      int n = 0;
+      NCCLCHECK(wrap_ibv_poll_cq(base->devs[d].cq, 4, wcs, &n));
+      polled += n;
+      for (int w = 0; w < n; w++) NCCLCHECK(processWc(base, d, &wcs[w]));
+    }
+    if (polled == 0) return ncclSuccess;
+  }
+}

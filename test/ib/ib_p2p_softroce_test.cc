@@ -1,0 +1,522 @@
+// The IB data path on real soft-RoCE (the tier's VM: rxe0/rxe1 on a veth pair): connection
+// setup, RDMA-write transfers with the clear-to-send fifo, multi-receive, QPs per
+// connection, registration cache, and the errors a user meets. Transfers run between two
+// processes: the receiver (this process) on device 0 (rxe0), the sender (a forked child)
+// on device 1 (rxe1). Skips when libibverbs lists no active port.
+#include "test_util.h"
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <string>
+#include <vector>
+#include "net_pair.h"
+
+extern "C" {
+#include "core.h"
+#include "ibvwrap.h"
+#include "socket.h"
+#include "../../src/transport/net_ib/common.h"
+}
+
+namespace {
+
+const ncclNet_t* ib = &railnetNetIb;
+
+// The sender child's logger: WARNs to stderr, which the parent collects.
+void childLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  (void)flags;
+  (void)file;
+  (void)line;
+  if (level != NCCL_LOG_WARN) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+struct Msg {
+  size_t sendSize;  // bytes sent
+  size_t recvSize;  // bytes posted
+};
+
+// One side's plan: messages posted in groups (a group is one irecv of n buffers, or n
+// isends matching it), `inflight` groups at a time.
+struct Plan {
+  std::vector<std::vector<Msg>> groups;
+  int inflight = 1;
+  int deadlineMs = 120000;
+  bool reverseSendTags = false;  // isend the buffers of a group in reverse tag order
+};
+
+struct Buf {
+  std::vector<char> mem;
+  void* mh = nullptr;
+};
+
+// Runs one side over an established comm; "" on success, else what went wrong.
+std::string runSide(void* comm, bool send, const Plan& plan) {
+  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
+  struct Group {
+    std::vector<Buf> bufs;
+    std::vector<void*> reqs;
+    int k = -1;
+  };
+  std::vector<Group> slots(plan.inflight);
+  size_t next = 0, completed = 0, slot = 0;
+  while (completed < plan.groups.size()) {
+    while (next < plan.groups.size() && next - completed < (size_t)plan.inflight) {
+      Group& g = slots[next % plan.inflight];
+      const std::vector<Msg>& msgs = plan.groups[next];
+      int n = (int)msgs.size();
+      g.k = (int)next;
+      g.bufs.assign(n, Buf());
+      g.reqs.assign(n, nullptr);
+      for (int i = 0; i < n; i++) {
+        size_t sz = send ? msgs[i].sendSize : msgs[i].recvSize;
+        g.bufs[i].mem.assign(sz ? sz : 1, 0);
+        if (send) netPatternFill(g.bufs[i].mem.data(), sz, g.k * 8 + i);
+        if (ib->regMr(comm, g.bufs[i].mem.data(), sz, NCCL_PTR_HOST, &g.bufs[i].mh) != ncclSuccess)
+          return "regMr failed";
+      }
+      if (send) {
+        for (int j = 0; j < n; j++) {
+          int i = plan.reverseSendTags ? n - 1 - j : j;
+          while (g.reqs[i] == nullptr) {
+            ncclResult_t r = ib->isend(comm, g.bufs[i].mem.data(), msgs[i].sendSize, g.k * 8 + i, g.bufs[i].mh,
+                                       nullptr, &g.reqs[i]);
+            if (r != ncclSuccess) return "isend returned " + std::to_string(r);
+            if (netNowNs() > deadline) return "isend found no receive by the deadline";
+          }
+        }
+      } else {
+        std::vector<void*> data(n), mhs(n);
+        std::vector<size_t> sizes(n);
+        std::vector<int> tags(n);
+        for (int i = 0; i < n; i++) {
+          data[i] = g.bufs[i].mem.data();
+          mhs[i] = g.bufs[i].mh;
+          sizes[i] = msgs[i].recvSize;
+          tags[i] = g.k * 8 + i;
+        }
+        while (g.reqs[0] == nullptr) {
+          ncclResult_t r = ib->irecv(comm, n, data.data(), sizes.data(), tags.data(), mhs.data(), nullptr, &g.reqs[0]);
+          if (r != ncclSuccess) return "irecv returned " + std::to_string(r);
+          if (netNowNs() > deadline) return "irecv got no request by the deadline";
+        }
+      }
+      next++;
+    }
+    Group& g = slots[slot];
+    const std::vector<Msg>& msgs = plan.groups[g.k];
+    int n = (int)msgs.size();
+    int nWait = send ? n : 1;
+    for (int w = 0; w < nWait; w++) {
+      int sizes[NCCL_NET_IB_MAX_RECVS];
+      for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) sizes[i] = -1;
+      std::string err;
+      if (!netWait(ib, g.reqs[w], sizes, deadline, &err)) return "group " + std::to_string(g.k) + ": " + err;
+      for (int i = 0; i < (send ? 1 : n); i++) {
+        int idx = send ? w : i;
+        if ((size_t)sizes[i] != msgs[idx].sendSize)
+          return "group " + std::to_string(g.k) + " buffer " + std::to_string(idx) + ": reported size " +
+                 std::to_string(sizes[i]) + ", expected " + std::to_string(msgs[idx].sendSize);
+        size_t bad = 0;
+        if (!send && !netPatternCheck(g.bufs[idx].mem.data(), msgs[idx].sendSize, g.k * 8 + idx, &bad))
+          return "group " + std::to_string(g.k) + " buffer " + std::to_string(idx) + " of " +
+                 std::to_string(msgs[idx].sendSize) + " bytes: wrong byte at " + std::to_string(bad);
+      }
+    }
+    for (Buf& b : g.bufs)
+      if (ib->deregMr(comm, b.mh) != ncclSuccess) return "deregMr failed";
+    g.bufs.clear();
+    completed++;
+    slot = (slot + 1) % plan.inflight;
+  }
+  return "";
+}
+
+void* connectComm(void* ctx, int dev, void* handle, long long deadline, std::string* err) {
+  void* comm = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  while (comm == nullptr) {
+    ncclResult_t r = ib->connect(ctx, dev, handle, &comm, &dc);
+    if (r != ncclSuccess) {
+      *err = "connect returned " + std::to_string(r);
+      return nullptr;
+    }
+    if (comm == nullptr && netNowNs() > deadline) {
+      *err = "connect did not complete by the deadline";
+      return nullptr;
+    }
+  }
+  return comm;
+}
+
+void* acceptComm(void* listenComm, long long deadline, std::string* err, pid_t peer = 0) {
+  void* comm = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  while (comm == nullptr) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (peer > 0 && waitid(P_PID, (id_t)peer, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == peer) {
+      *err = "the sender process is gone";
+      return nullptr;
+    }
+    ncclResult_t r = ib->accept(listenComm, &comm, &dc);
+    if (r != ncclSuccess) {
+      *err = "accept returned " + std::to_string(r);
+      return nullptr;
+    }
+    if (comm == nullptr && netNowNs() > deadline) {
+      *err = "accept did not complete by the deadline";
+      return nullptr;
+    }
+  }
+  return comm;
+}
+
+class IbP2pTest : public ::testing::Test {
+ protected:
+  ScopedEnv env;
+  void* ctx = nullptr;
+
+  void SetUp() override {
+    railnetIbResetDevices();
+    if (wrap_ibv_symbols() != ncclSuccess) RAILNET_SKIP("libibverbs is not installed");
+    struct ibv_device** list = nullptr;
+    int n = 0;
+    if (wrap_ibv_get_device_list(&list, &n) != ncclSuccess || list == nullptr || n < 2) {
+      if (list) wrap_ibv_free_device_list(list);
+      RAILNET_SKIP("needs two RDMA devices (soft-RoCE rxe0/rxe1 run in the tier's VM)");
+    }
+    wrap_ibv_free_device_list(list);
+    for (const char* v : {"NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_QPS_PER_CONNECTION",
+                          "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_DISABLE", "SYSFS_PATH", "NCCL_IB_USE_INLINE"})
+      env.unset(v);
+    railnetParamReset();
+  }
+  void TearDown() override {
+    if (ctx) ib->finalize(ctx);
+    ctx = nullptr;
+    railnetIbResetDevices();
+    railnetParamReset();
+  }
+  void init() {
+    ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
+    int ndev = 0;
+    ASSERT_EQ(ib->devices(&ndev), ncclSuccess);
+    ASSERT_GE(ndev, 2);
+  }
+
+  // The sender runs in a child on device 1; the receiver here on device 0. Returns what
+  // went wrong on either side ("" when both succeeded). childLog gets the child's stderr.
+  std::string transfer(const Plan& plan, std::string* childLog = nullptr, bool expectSendFail = false) {
+    railnetIbResetDevices();
+    int hp[2], lp[2];
+    if (pipe(hp) != 0 || pipe(lp) != 0) return "pipe failed";
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(hp[1]);
+      close(lp[0]);
+      dup2(lp[1], 2);
+      railnetSetLogger(childLogger);
+      char handle[NCCL_NET_HANDLE_MAXSIZE];
+      size_t got = 0;
+      while (got < sizeof(handle)) {
+        ssize_t r = read(hp[0], handle + got, sizeof(handle) - got);
+        if (r <= 0) _exit(3);
+        got += (size_t)r;
+      }
+      void* cctx = nullptr;
+      if (ib->init(&cctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) _exit(4);
+      std::string err;
+      void* comm = connectComm(cctx, 1, handle, netNowNs() + 60000000000LL, &err);
+      if (comm == nullptr) {
+        fprintf(stderr, "sender: %s\n", err.c_str());
+        _exit(5);
+      }
+      err = runSide(comm, true, plan);
+      if (!err.empty()) fprintf(stderr, "sender: %s\n", err.c_str());
+      // let the receiver see the last completions before the QPs go
+      usleep(200000);
+      ib->closeSend(comm);
+      ib->finalize(cctx);
+      _exit(err.empty() ? 0 : 6);
+    }
+    close(hp[0]);
+    close(lp[1]);
+    std::string result;
+    void* rctx = nullptr;
+    void* lc = nullptr;
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    if (ib->init(&rctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) result = "receiver init failed";
+    if (result.empty() && ib->listen(rctx, 0, handle, &lc) != ncclSuccess) result = "listen failed";
+    if (result.empty() && write(hp[1], handle, sizeof(handle)) != (ssize_t)sizeof(handle)) result = "pipe write";
+    close(hp[1]);
+    void* comm = nullptr;
+    if (result.empty() && !expectSendFail) {
+      comm = acceptComm(lc, netNowNs() + 60000000000LL, &result, pid);
+      if (comm) result = runSide(comm, false, plan);
+      if (!result.empty()) result = "receiver: " + result;
+    } else if (result.empty()) {
+      comm = acceptComm(lc, netNowNs() + 60000000000LL, &result);
+      if (comm) runSide(comm, false, plan); /* times out: the sender gave up */
+    }
+    std::string log;
+    int status = 0;
+    if (!result.empty() && !expectSendFail) kill(pid, SIGKILL);
+    char buf[4096];
+    ssize_t r;
+    while ((r = read(lp[0], buf, sizeof(buf))) > 0) log.append(buf, (size_t)r);
+    close(lp[0]);
+    waitpid(pid, &status, 0);
+    if (childLog) *childLog = log;
+    if (comm) ib->closeRecv(comm);
+    if (lc) ib->closeListen(lc);
+    if (rctx) ib->finalize(rctx);
+    railnetIbResetDevices();
+    bool childOk = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (expectSendFail) return childOk ? "the sender succeeded" : "";
+    if (!childOk && result.empty()) result = "sender exited with status " + std::to_string(status) + ": " + log;
+    return result;
+  }
+};
+
+std::vector<std::vector<Msg>> singles(const std::vector<size_t>& sizes) {
+  std::vector<std::vector<Msg>> g;
+  for (size_t s : sizes) g.push_back({Msg{s, s}});
+  return g;
+}
+
+TEST_F(IbP2pTest, IntegrityAcrossSizes) {
+  Plan p;
+  p.groups = singles({0, 1, 7, 4095, 4096, 65536 + 3, 1 << 20, (1 << 20) + 3, 8 << 20});
+  EXPECT_EQ(transfer(p), "");
+}
+
+TEST_F(IbP2pTest, ReceiveLargerThanSendReportsTheSentSize) {
+  Plan p;
+  p.groups = {{Msg{100, 4096}}, {Msg{0, 64}}, {Msg{65536, 1 << 20}}};
+  EXPECT_EQ(transfer(p), "");
+}
+
+TEST_F(IbP2pTest, MaxRequestsInFlight) {
+  Plan p;
+  for (int i = 0; i < 3 * NCCL_NET_MAX_REQUESTS; i++) p.groups.push_back({Msg{(size_t)(i * 997) % 70000, 70000}});
+  p.inflight = NCCL_NET_MAX_REQUESTS;
+  EXPECT_EQ(transfer(p), "");
+}
+
+TEST_F(IbP2pTest, MultiReceiveOfEightTaggedBuffers) {
+  Plan p;
+  std::vector<Msg> g;
+  for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) g.push_back(Msg{(size_t)(i * 4099 + i), (size_t)(i * 4099 + 64)});
+  for (int k = 0; k < 6; k++) p.groups.push_back(g);
+  p.groups.push_back({Msg{5, 5}, Msg{0, 0}});
+  p.inflight = 3;
+  p.reverseSendTags = true;
+  EXPECT_EQ(transfer(p), "");
+}
+
+class IbQpTest : public IbP2pTest, public ::testing::WithParamInterface<std::tuple<int, int>> {};
+
+TEST_P(IbQpTest, QpsPerConnectionAndSplit) {
+  int nqps = std::get<0>(GetParam()), split = std::get<1>(GetParam());
+  env.set("NCCL_IB_QPS_PER_CONNECTION", std::to_string(nqps).c_str());
+  env.set("NCCL_IB_SPLIT_DATA_ON_QPS", std::to_string(split).c_str());
+  railnetParamReset();
+  Plan p;
+  p.groups = singles({0, 1, 200, 4096 * 3 + 5, (1 << 20) + 3});
+  for (int i = 0; i < 20; i++) p.groups.push_back({Msg{(size_t)i * 1000 + 1, 20000}});
+  p.groups.push_back({Msg{300, 300}, Msg{70000, 70000}, Msg{0, 10}});
+  p.inflight = 8;
+  EXPECT_EQ(transfer(p), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Qps, IbQpTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(0, 1)));
+
+TEST_F(IbP2pTest, InlineClearToSend) {
+  env.set("NCCL_IB_USE_INLINE", "1");
+  railnetParamReset();
+  Plan p;
+  p.groups = singles({1, 4096, 100000});
+  p.groups.push_back({Msg{10, 10}, Msg{20, 20}, Msg{30, 30}});
+  EXPECT_EQ(transfer(p), "");
+}
+
+TEST_F(IbP2pTest, ReceiveSmallerThanSendFailsTheSenderWithBothSizes) {
+  Plan p;
+  p.groups = {{Msg{8192, 4096}}};
+  p.deadlineMs = 3000;
+  std::string log;
+  EXPECT_EQ(transfer(p, &log, true), "");
+  EXPECT_NE(log.find("message of 8192 bytes"), std::string::npos) << log;
+  EXPECT_NE(log.find("has 4096 bytes"), std::string::npos) << log;
+}
+
+TEST_F(IbP2pTest, GarbageHandleIsRefused) {
+  init();
+  LogCapture cap;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  for (size_t i = 0; i < sizeof(handle); i++) handle[i] = (char)(i * 37 + 11);
+  void* comm = nullptr;
+  EXPECT_EQ(ib->connect(ctx, 1, handle, &comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_TRUE(LogCapture::contains("not a railnet IB handle")) << LogCapture::all();
+  // a real handle cut short: magic right, address zeroed
+  void* lc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  char cut[NCCL_NET_HANDLE_MAXSIZE];
+  memset(cut, 0, sizeof(cut));
+  memcpy(cut, handle, 8);
+  EXPECT_EQ(ib->connect(ctx, 1, cut, &comm, nullptr), ncclInvalidArgument);
+  EXPECT_TRUE(LogCapture::contains("connect handle is invalid")) << LogCapture::all();
+  ib->closeListen(lc);
+}
+
+TEST_F(IbP2pTest, GarbageMetadataIsRefusedAndTheListenerStillWorks) {
+  init();
+  LogCapture cap;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* lc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  struct ncclIbHandle* h = (struct ncclIbHandle*)handle;
+  // a peer that passes the socket handshake, then sends garbage of the metadata's size
+  struct ncclSocket bad;
+  ASSERT_EQ(ncclSocketInit(&bad, &h->connectAddr, h->socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
+  ASSERT_EQ(ncclSocketConnect(&bad), ncclSuccess);
+  std::vector<char> junk(sizeof(struct ncclIbConnectionMetadata));
+  for (size_t i = 0; i < junk.size(); i++) junk[i] = (char)(i * 13 + 5);
+  ASSERT_EQ(ncclSocketSend(&bad, junk.data(), (int)junk.size()), ncclSuccess);
+  void* rc = nullptr;
+  long long deadline = netNowNs() + 10000000000LL;
+  while (!LogCapture::contains("refused the connection from") && netNowNs() < deadline) {
+    ASSERT_EQ(ib->accept(lc, &rc, nullptr), ncclSuccess);
+    ASSERT_EQ(rc, nullptr);
+  }
+  EXPECT_TRUE(LogCapture::contains("not railnet's")) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("198.18.0.") || LogCapture::contains("127.0.0.1") ||
+              LogCapture::contains("<"))
+      << LogCapture::all();
+  ncclSocketClose(&bad);
+  // truncated metadata: half of it, then close
+  struct ncclSocket half;
+  ASSERT_EQ(ncclSocketInit(&half, &h->connectAddr, h->socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
+  ASSERT_EQ(ncclSocketConnect(&half), ncclSuccess);
+  ASSERT_EQ(ncclSocketSend(&half, junk.data(), (int)junk.size() / 2), ncclSuccess);
+  ncclSocketClose(&half);
+  deadline = netNowNs() + 10000000000LL;
+  while (!LogCapture::contains("closed the connection after") && netNowNs() < deadline) {
+    ASSERT_EQ(ib->accept(lc, &rc, nullptr), ncclSuccess);
+    ASSERT_EQ(rc, nullptr);
+  }
+  EXPECT_TRUE(LogCapture::contains("closed the connection after")) << LogCapture::all();
+  // a real connection is still accepted, and moves data (same process, rxe1 -> rxe0)
+  void *sc = nullptr, *rcv = nullptr;
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rcv));
+  Plan p;
+  p.groups = singles({1, 5000});
+  // one process drives both sides: post the receives first, then the sends
+  std::vector<char> a(5000), b(5000);
+  netPatternFill(a.data(), a.size(), 3);
+  void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
+  ASSERT_EQ(ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha), ncclSuccess);
+  ASSERT_EQ(ib->regMr(rcv, b.data(), b.size(), NCCL_PTR_HOST, &mhb), ncclSuccess);
+  void* data = b.data();
+  size_t size = b.size();
+  int tag = 9;
+  ASSERT_EQ(ib->irecv(rcv, 1, &data, &size, &tag, &mhb, nullptr, &rr), ncclSuccess);
+  ASSERT_NE(rr, nullptr);
+  deadline = netNowNs() + 10000000000LL;
+  while (sr == nullptr && netNowNs() < deadline)
+    ASSERT_EQ(ib->isend(sc, a.data(), a.size(), 9, mha, nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr);
+  std::string err;
+  int s1 = -1, s2 = -1;
+  ASSERT_TRUE(netWait(ib, sr, &s1, deadline, &err)) << err;
+  ASSERT_TRUE(netWait(ib, rr, &s2, deadline, &err)) << err;
+  EXPECT_EQ(s1, 5000);
+  EXPECT_EQ(s2, 5000);
+  EXPECT_TRUE(netPatternCheck(b.data(), b.size(), 3, nullptr));
+  ib->deregMr(sc, mha);
+  ib->deregMr(rcv, mhb);
+  ib->closeSend(sc);
+  ib->closeRecv(rcv);
+  ib->closeListen(lc);
+}
+
+TEST_F(IbP2pTest, RegistrationCacheHitsAndReleases) {
+  init();
+  void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  int dev = ncclIbMergedDevs[1].vProps.devs[0];
+  int before = railnetIbMrCacheCount(dev);
+  long hits = railnetIbMrCacheHits();
+  std::vector<char> big(1 << 20);
+  void *m1 = nullptr, *m2 = nullptr, *m3 = nullptr;
+  ASSERT_EQ(ib->regMr(sc, big.data(), big.size(), NCCL_PTR_HOST, &m1), ncclSuccess);
+  EXPECT_EQ(railnetIbMrCacheCount(dev), before + 1);
+  ASSERT_EQ(ib->regMr(sc, big.data() + 8192, 4096, NCCL_PTR_HOST, &m2), ncclSuccess);
+  ASSERT_EQ(ib->regMr(sc, big.data(), big.size(), NCCL_PTR_HOST, &m3), ncclSuccess);
+  EXPECT_EQ(railnetIbMrCacheCount(dev), before + 1);
+  EXPECT_EQ(railnetIbMrCacheHits(), hits + 2);
+  EXPECT_EQ(((struct ncclIbMrHandle*)m1)->mrs[0], ((struct ncclIbMrHandle*)m2)->mrs[0]);
+  EXPECT_EQ(ib->deregMr(sc, m1), ncclSuccess);
+  EXPECT_EQ(ib->deregMr(sc, m2), ncclSuccess);
+  EXPECT_EQ(railnetIbMrCacheCount(dev), before + 1);
+  EXPECT_EQ(ib->deregMr(sc, m3), ncclSuccess);
+  EXPECT_EQ(railnetIbMrCacheCount(dev), before);
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
+TEST_F(IbP2pTest, CloseWithRequestsInFlight) {
+  init();
+  void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  std::vector<char> b(4096 * 8);
+  void* mh = nullptr;
+  ASSERT_EQ(ib->regMr(rc, b.data(), b.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+  for (int i = 0; i < 8; i++) {
+    void* data = b.data() + i * 4096;
+    size_t size = 4096;
+    int tag = i;
+    void* req = nullptr;
+    ASSERT_EQ(ib->irecv(rc, 1, &data, &size, &tag, &mh, nullptr, &req), ncclSuccess);
+    ASSERT_NE(req, nullptr);
+  }
+  EXPECT_EQ(ib->deregMr(rc, mh), ncclSuccess);
+  EXPECT_EQ(ib->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(ib->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(ib->closeListen(lc), ncclSuccess);
+  EXPECT_EQ(railnetIbMrCacheCount(ncclIbMergedDevs[0].vProps.devs[0]), 0);
+}
+
+TEST_F(IbP2pTest, EmptyGidIndexFailsTheConnectionWithAHint) {
+  env.set("NCCL_IB_GID_INDEX", "7");
+  railnetParamReset();
+  init();
+  LogCapture cap;
+  void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  EXPECT_FALSE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc, 10000));
+  EXPECT_TRUE(LogCapture::contains("INIT->RTR")) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("GID")) << LogCapture::all();
+  if (sc) ib->closeSend(sc);
+  if (rc) ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
+}  // namespace
