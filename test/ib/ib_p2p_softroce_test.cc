@@ -520,3 +520,24 @@ TEST_F(IbP2pTest, EmptyGidIndexFailsTheConnectionWithAHint) {
 }
 
 }  // namespace
+
+namespace {
+
+// Adaptive routing on (NCCL_IB_ADAPTIVE_ROUTING=1): messages above NCCL_IB_AR_THRESHOLD go
+// as plain writes followed by a 0-byte write with immediate.
+TEST_F(IbP2pTest, AdaptiveRoutingAboveTheThreshold) {
+  env.set("NCCL_IB_ADAPTIVE_ROUTING", "1");
+  env.set("NCCL_IB_AR_THRESHOLD", "4096");
+  railnetParamReset();
+  Plan p;
+  p.groups = singles({0, 100, 4096, 4097, 300000});
+  EXPECT_EQ(transfer(p), "");
+}
+
+TEST_F(IbP2pTest, SixtyFourMiB) {
+  Plan p;
+  p.groups = singles({64u << 20});
+  EXPECT_EQ(transfer(p), "");
+}
+
+}  // namespace
