@@ -83,14 +83,22 @@ ifneq ($(NETNS_SRCS),)
 TEST_BINS += $(BUILD)/test/netns_tests
 endif
 
-$(BUILD)/test/unit_tests: $(UNIT_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS)
+# Each test source compiles to its own object, so that a change rebuilds one file.
+$(BUILD)/obj/test/%.o: test/%.cc $(TEST_HDRS) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) $(LDFLAGS) -o $@ $(UNIT_SRCS) $(TEST_COMMON) \
+	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) -c $< -o $@
+UNIT_OBJS := $(UNIT_SRCS:test/%.cc=$(BUILD)/obj/test/%.o)
+NETNS_OBJS := $(NETNS_SRCS:test/%.cc=$(BUILD)/obj/test/%.o)
+TEST_COMMON_OBJS := $(TEST_COMMON:test/%.cc=$(BUILD)/obj/test/%.o)
+
+$(BUILD)/test/unit_tests: $(UNIT_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(TEST_COMMON_OBJS) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
 
-$(BUILD)/test/netns_tests: $(NETNS_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS)
+$(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) $(LDFLAGS) -o $@ $(NETNS_SRCS) $(TEST_COMMON) \
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(NETNS_OBJS) $(TEST_COMMON_OBJS) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
 
 # Tiers may add their own rules and binaries (e.g. the soft-RoCE VM).
