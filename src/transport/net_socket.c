@@ -52,7 +52,7 @@ RAILNET_PARAM_TABLE("net_socket", netSocketParams);
 typedef struct {
   char name[MAX_IF_NAME_SIZE];
   union ncclSocketAddress addr;
-  char* pciPath;
+  char pciPath[PATH_MAX]; /* "" for virtual interfaces; not on the heap, so a dlclose leaks nothing */
 } socketDev;
 
 static pthread_mutex_t devLock = PTHREAD_MUTEX_INITIALIZER;
@@ -81,10 +81,11 @@ static ncclResult_t devicesInit(void) {
         memcpy(devs[i].name, names + i * MAX_IF_NAME_SIZE, MAX_IF_NAME_SIZE);
         devs[i].name[MAX_IF_NAME_SIZE - 1] = '\0';
         devs[i].addr = addrs[i];
-        snprintf(path, sizeof(path), "/sys/class/net/%s/device", devs[i].name);
-        devs[i].pciPath = realpath(path, NULL); /* NULL for virtual interfaces */
+        snprintf(path, sizeof(path), "/sys/class/net/%.*s/device", MAX_IF_NAME_SIZE, devs[i].name);
+        if (realpath(path, devs[i].pciPath) == NULL) devs[i].pciPath[0] = '\0';
         size_t l = strlen(line);
-        snprintf(line + l, sizeof(line) - l, " [%d]%s:%s", i, devs[i].name, ncclSocketToString(&addrs[i], a, 1));
+        snprintf(line + l, sizeof(line) - l, " [%d]%.*s:%s", i, MAX_IF_NAME_SIZE, devs[i].name,
+                 ncclSocketToString(&addrs[i], a, 1));
       }
       ndevs = n;
       INFO(NCCL_INIT | NCCL_NET, "NET/Socket : Using%s (chosen by %s)", line, railnetIfStepName(step));
@@ -482,7 +483,7 @@ static ncclResult_t socketGetProperties(int dev, ncclNetProperties_t* props) {
   NCCLCHECK(checkDev(dev, "getProperties"));
   memset(props, 0, sizeof(*props));
   props->name = devs[dev].name;
-  props->pciPath = devs[dev].pciPath;
+  props->pciPath = devs[dev].pciPath[0] ? devs[dev].pciPath : NULL; /* NULL for virtual interfaces */
   props->guid = (uint64_t)dev;
   props->ptrSupport = NCCL_PTR_HOST;
   props->regIsGlobal = 0;
