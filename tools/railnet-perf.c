@@ -456,6 +456,8 @@ static int runServer(const char* handle, void* listenComm) {
   NETCALL(netDeregMr(e.sendComm, e.smh));
   NETCALL(netDeregMr(e.recvComm, e.rmh));
   netClose(e.sendComm, e.recvComm, e.listenComm);
+  free(e.sbuf);
+  free(e.rbuf);
   if (bad) fprintf(stderr, "railnet-perf: %d size(s) arrived with wrong byte counts or contents\n", bad);
   return bad ? 1 : 0;
 }
@@ -542,6 +544,8 @@ static int runClient(char* handle, const size_t* sizes, int nSizes) {
   NETCALL(netDeregMr(e.sendComm, e.smh));
   NETCALL(netDeregMr(e.recvComm, e.rmh));
   netClose(e.sendComm, e.recvComm, e.listenComm);
+  free(e.sbuf);
+  free(e.rbuf);
   return 0;
 }
 
