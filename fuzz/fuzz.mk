@@ -1,4 +1,4 @@
-# libFuzzer targets (fuzz/*.c), built with clang into $(FUZZ_BUILD) from the library's own
+# Reliability targets. libFuzzer targets (fuzz/*.c), built with clang into $(FUZZ_BUILD) from the library's own
 # sources under ASan+UBSan. `make fuzz` runs each target FUZZ_SECONDS seconds (default 60);
 # `make test` runs a short pass (FUZZ_TEST_SECONDS per target) as its fuzz tier.
 FUZZ_CC ?= clang
@@ -24,3 +24,10 @@ fuzz-build: $(FUZZ_BINS)
 
 fuzz: fuzz-build
 	@FUZZ_BUILD=$(FUZZ_BUILD) fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# valgrind memcheck of the Socket transport and socket layer unit tests: no errors, no
+# definite leaks (the make test tier "memcheck" runs the same).
+MEMCHECK_FILTER ?= NetSocket*:Socket*
+.PHONY: memcheck
+memcheck: $(BUILD)/test/unit_tests
+	@BUILD=$(BUILD) MEMCHECK_FILTER='$(MEMCHECK_FILTER)' test/memcheck.sh

@@ -7,6 +7,10 @@ BUILD=${BUILD:-build}
 SOFTROCE=${SOFTROCE:-1}
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export RAILNET_BUILD="$PWD/$BUILD"
+# sanitized builds (make test SANITIZE=address,undefined): reports are fatal, leaks by design suppressed
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/test/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+[ -n "${SANITIZE:-}" ] && echo "== sanitizers: $SANITIZE (build in $BUILD)"
 PASSED=0 FAILED=0 SKIPPED=0
 LOGDIR="$BUILD/test/logs"
 mkdir -p "$LOGDIR"
@@ -64,7 +68,20 @@ if [ -x test/softroce/tier.sh ]; then
   fi
 fi
 
-# 4. fuzz: a short libFuzzer pass over every target in fuzz/ (one test per target)
+# 4. memcheck: valgrind over the Socket transport and socket layer unit tests (one test)
+if [ -x test/memcheck.sh ]; then
+  out="$LOGDIR/memcheck.counts"
+  rm -f "$out"
+  BUILD="$BUILD" test/memcheck.sh --counts-file "$out"
+  if [ -f "$out" ]; then
+    read -r p f s <"$out"
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+  else
+    FAILED=$((FAILED + 1))
+  fi
+fi
+
+# 5. fuzz: a short libFuzzer pass over every target in fuzz/ (one test per target)
 if [ -x fuzz/tier.sh ]; then
   out="$LOGDIR/fuzz.counts"
   rm -f "$out"
