@@ -660,7 +660,7 @@ static ncclResult_t ibSetNetAttr(void* ctx, ncclNetAttr_t* attr) {
 /* Discovery, properties and vNICs here; connection setup in connect.c, registration in
  * reg.c, the data path in p2p.c. */
 const ncclNet_t railnetNetIb = {
-    .name = "IB",
+    .name = "RailIB",
     .init = ibInit,
     .devices = ibDevices,
     .getProperties = ncclIbGetProperties,
