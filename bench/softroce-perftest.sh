@@ -11,6 +11,8 @@
 #   --bw-sizes "S ..."    ib_write_bw message sizes   (default: 4096 65536 1048576)
 #   --lat-sizes "S ..."   ib_write_lat message sizes  (default: 8 4096 65536)
 #   --bw-seconds N        ib_write_bw -D, seconds per size (default: 2)
+#   --bw-mib M            ib_write_bw -n instead of -D: M MiB per size, as M MiB / size
+#                         iterations (8 .. 1000); under TCG -D can report 0.00 MB/s
 #   --lat-iters N         ib_write_lat -n (default: 200)
 #   -o DIR                result directory (default: $RAILNET_BUILD/softroce/bench)
 # Results: DIR/perftest.tsv, one line per measurement, tab-separated:
@@ -19,7 +21,7 @@
 # and DIR/NAME.log for the extra jobs, which run after perftest and can read that file
 # ($SOFTROCE_OUT/perftest.tsv) to print their ratios.
 # Inside the VM this script is called back as: softroce-perftest.sh --in-vm bw|lat SIZES N
-# (bw: N seconds per size, at most 4 MiB in flight).
+# (bw: N seconds per size, bwn: N MiB per size; at most 4 MiB in flight).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -62,14 +64,21 @@ run_pair() {
 }
 
 in_vm() {
-  local kind=$1 sizes=$2 n=$3 size row depth port=18515 status=0
+  local kind=$1 sizes=$2 n=$3 size row depth iters length port=18515 status=0
   for size in $sizes; do
     port=$((port + 1))
-    if [ "$kind" = bw ]; then
+    if [ "$kind" = bw ] || [ "$kind" = bwn ]; then
       # perftest keeps 128 writes in flight by default: 128 MiB of 1 MiB messages take
       # longer than the whole run on an emulated link, and it then reports 0.00 MB/s.
       depth=$(( (4 << 20) / size )); [ $depth -lt 2 ] && depth=2; [ $depth -gt 128 ] && depth=128
-      row=$(run_pair ib_write_bw "$size" "$port" -D "$n" -t "$depth") || { status=1; continue; }
+      if [ "$kind" = bw ]; then
+        length=(-D "$n")
+      else # bwn: N MiB per size as -n iterations (8 .. 1000); -D can report 0.00 MB/s under TCG
+        iters=$(( (n << 20) / size )); [ $iters -lt 8 ] && iters=8; [ $iters -gt 1000 ] && iters=1000
+        [ $depth -gt $iters ] && depth=$iters
+        length=(-n "$iters")
+      fi
+      row=$(run_pair ib_write_bw "$size" "$port" "${length[@]}" -t "$depth") || { status=1; continue; }
       set -- $row  # bytes iterations peak average msgrate
       printf 'ib_write_bw\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" | tee -a "$SOFTROCE_OUT/perftest.tsv"
     else
@@ -89,7 +98,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_SECONDS=2 LAT_ITERS=200
+BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_SECONDS=2 BW_MIB= LAT_ITERS=200
 OUT=${RAILNET_BUILD:-$REPO/build}/softroce/bench
 extra=()
 while [ $# -gt 0 ]; do
@@ -97,6 +106,7 @@ while [ $# -gt 0 ]; do
     --bw-sizes) BW_SIZES=$2; shift 2 ;;
     --lat-sizes) LAT_SIZES=$2; shift 2 ;;
     --bw-seconds) BW_SECONDS=$2; shift 2 ;;
+    --bw-mib) BW_MIB=$2; shift 2 ;;
     --lat-iters) LAT_ITERS=$2; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -108,8 +118,10 @@ for tool in ib_write_bw ib_write_lat ss; do
   command -v $tool >/dev/null || { echo "softroce-perftest: $tool not found (packages perftest, iproute2)" >&2; exit 2; }
 done
 self="$HERE/$(basename "$0")"
+bw_job="bw '$BW_SIZES' $BW_SECONDS"
+[ -n "$BW_MIB" ] && bw_job="bwn '$BW_SIZES' $BW_MIB"
 "$REPO/test/softroce/run-vm.sh" -o "$OUT" \
-  "perftest_bw=$self --in-vm bw '$BW_SIZES' $BW_SECONDS" \
+  "perftest_bw=$self --in-vm $bw_job" \
   "perftest_lat=$self --in-vm lat '$LAT_SIZES' $LAT_ITERS" \
   "${extra[@]}"
 rc=$?

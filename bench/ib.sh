@@ -1,0 +1,115 @@
+#!/bin/bash
+# bench/ib.sh [-o DIR] [--sizes "S ..."] [--lat-iters N] [--mib-per-size M]
+#
+# railnet's IB transport through the plugin API (build/bin/railnet-perf dlopening
+# build/lib/libnccl-net-railnet.so, RAILNET_TRANSPORT=ib) against perftest's ib_write_bw
+# and ib_write_lat on the same soft-RoCE link, all in ONE VM boot (bench/softroce-perftest.sh
+# runs perftest first, then this script's job inside the VM). Prints, per size, railnet's
+# average bandwidth over ib_write_bw's, and railnet's 8-byte latency over ib_write_lat's.
+# Under TCG the absolute numbers mean little; read the ratios.
+#
+# Both tools move data from rxe0 (client) to rxe1 (server). railnet-perf selects its device
+# with NCCL_IB_HCA==rxe0 / ==rxe1 (exact match; each process then has one device, --dev 0);
+# without it each process sees both devices, in discovery order.
+#
+# Options:
+#   --sizes "S ..."      bandwidth sizes (default: 4096 65536 1048576 8388608)
+#   --lat-iters N        8-byte ping-pongs (both tools; default 200)
+#   --mib-per-size M     bytes per bandwidth size, MiB, for both tools (default 32): iterations
+#                        are M MiB / size (8 .. 1000); railnet's warmup is a tenth of that.
+#                        Both keep at most 4 MiB (2 .. 32 messages) in flight.
+#   -o DIR               result directory (default: $RAILNET_BUILD/softroce/bench-ib)
+# Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
+#   railnet_bw   SIZE  ITERS  BW_AVG_MBps  RATIO_TO_IB_WRITE_BW
+#   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
+# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+BUILD=${RAILNET_BUILD:-$REPO/build}
+case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+PERF=$BUILD/bin/railnet-perf
+PLUGIN=$BUILD/lib/libnccl-net-railnet.so
+
+# ------------------------------------------------------------------ inside the VM
+# perf DEVICE ARGS...: railnet-perf on one rxe device through the plugin.
+perf() {
+  local dev=$1
+  shift
+  RAILNET_TRANSPORT=ib NCCL_IB_HCA="=$dev" NCCL_NET_PLUGIN= \
+    "$PERF" --plugin "$PLUGIN" --dev 0 --handle-file "$SOFTROCE_OUT/railnet.handle" --timeout 120 "$@"
+}
+
+# pair ARGS...: server on device 1, client on device 0; prints the client's CSV rows.
+pair() {
+  local d0 d1 spid rc
+  read -r d0 d1 <<<"$SOFTROCE_DEVS"
+  rm -f "$SOFTROCE_OUT/railnet.handle"
+  perf "$d1" --server --csv >"$SOFTROCE_OUT/railnet.server" 2>&1 &
+  spid=$!
+  perf "$d0" --client handle-file --csv "$@" >"$SOFTROCE_OUT/railnet.client" 2>&1
+  rc=$?
+  wait "$spid" || rc=1
+  if [ $rc -ne 0 ]; then
+    echo "railnet-perf $* failed; client then server output:" >&2
+    cat "$SOFTROCE_OUT/railnet.client" "$SOFTROCE_OUT/railnet.server" >&2
+    return 1
+  fi
+  grep -E '^(bw|lat),' "$SOFTROCE_OUT/railnet.client"
+}
+
+in_vm() {
+  local sizes=$1 latIters=$2 mib=$3 size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
+  local pt=$SOFTROCE_OUT/perftest.tsv
+  : >"$tsv"
+  [ -x "$PERF" ] && [ -f "$PLUGIN" ] || { echo "build $PERF and $PLUGIN first (make)" >&2; return 1; }
+  echo "railnet-perf through $(basename "$PLUGIN"), RAILNET_TRANSPORT=ib: client ${SOFTROCE_DEVS% *} -> server ${SOFTROCE_DEVS#* }"
+  printf '  %-10s %8s %8s %14s %14s %8s\n' test bytes iters railnet_MBps ib_write_bw ratio
+  for size in $sizes; do
+    iters=$(( (mib << 20) / size )); [ $iters -lt 8 ] && iters=8; [ $iters -gt 1000 ] && iters=1000
+    warm=$(( iters / 10 )); [ $warm -lt 1 ] && warm=1
+    # as softroce-perftest.sh's ib_write_bw -t: at most 4 MiB in flight, 2 .. 32 messages
+    window=$(( (4 << 20) / size )); [ $window -lt 2 ] && window=2; [ $window -gt 32 ] && window=32
+    row=$(pair --bw -s "$size" -n "$iters" --warmup "$warm" --window "$window") || { status=1; continue; }
+    IFS=, read -r _ _ _ _ avg _ <<<"$row"
+    ref=$(awk -F'\t' -v s="$size" '$1 == "ib_write_bw" && $2 == s { print $5; exit }' "$pt" 2>/dev/null)
+    ratio=$(awk -v a="$avg" -v b="${ref:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
+    printf '  %-10s %8d %8d %14.2f %14s %8s\n' bw "$size" "$iters" "$avg" "${ref:-none}" "$ratio"
+    printf 'railnet_bw\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$avg" "$ratio" >>"$tsv"
+  done
+  row=$(pair --lat -s 8 -n "$latIters" --warmup 20) || return 1
+  IFS=, read -r _ _ _ _ _ typ avg _ <<<"$row"
+  read -r rtyp ravg <<<"$(awk -F'\t' '$1 == "ib_write_lat" && $2 == 8 { print $6, $7; exit }' "$pt" 2>/dev/null)"
+  rt=$(awk -v a="$typ" -v b="${rtyp:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
+  ra=$(awk -v a="$avg" -v b="${ravg:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
+  printf '  %-10s %8d %8d  typical %.2f us (ib_write_lat %s, ratio %s); avg %.2f us (ib_write_lat %s, ratio %s)\n' \
+    lat 8 "$latIters" "$typ" "${rtyp:-none}" "$rt" "$avg" "${ravg:-none}" "$ra"
+  printf 'railnet_lat\t8\t%s\t%s\t%s\t%s\t%s\n' "$latIters" "$typ" "$avg" "$rt" "$ra" >>"$tsv"
+  return $status
+}
+
+if [ "${1:-}" = --in-vm ]; then
+  shift
+  in_vm "$@"
+  exit
+fi
+
+# ------------------------------------------------------------------ on the host
+SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32
+OUT=$BUILD/softroce/bench-ib
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sizes) SIZES=$2; shift 2 ;;
+    --lat-iters) LAT_ITERS=$2; shift 2 ;;
+    --mib-per-size) MIB=$2; shift 2 ;;
+    -o) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench/ib.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+for f in "$PERF" "$PLUGIN"; do
+  [ -e "$f" ] || { echo "bench/ib.sh: $f is missing; run make first" >&2; exit 2; }
+done
+self="$HERE/$(basename "$0")"
+exec "$HERE/softroce-perftest.sh" -o "$OUT" --bw-sizes "$SIZES" --lat-sizes 8 --bw-mib "$MIB" \
+  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB"
