@@ -30,7 +30,7 @@ run_gtest() {
   echo "== tier $name: $bin"
   timeout --kill-after=10 "${TIER_TIMEOUT:-900}" "$bin" --gtest_color=no "$@" >"$log" 2>&1
   rc=$?
-  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^SKIP:|Failure|WARN' "$log" | grep -v -E '^\[  (FAILED|SKIPPED) \] [0-9]+ test' | head -400
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^SKIP:|^FAULT-MATRIX|Failure|WARN' "$log" | grep -v -E '^\[  (FAILED|SKIPPED) \] [0-9]+ test' | head -400
   count_gtest "$log" "$rc"
 }
 

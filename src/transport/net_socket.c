@@ -626,6 +626,25 @@ fail:
   return res;
 }
 
+/* A peer that dies while its comm is half connected closes the sockets already placed:
+ * fail the accept then, rather than wait for sockets that will never come. */
+static ncclResult_t acceptCheckPlaced(socketComm* c) {
+  for (int i = 0; i <= c->nSocks; i++) {
+    struct ncclSocket* s = i == c->nSocks ? &c->ctrl : &c->socks[i];
+    if (s->fd < 0) continue;
+    char b;
+    ssize_t n = recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      char a[SOCKET_NAME_MAXLEN];
+      WARN("NET/Socket : peer %s closed its connection while the comm was being set up (%s socket %d of %d "
+           "arrived): the peer process died or gave up; accept fails",
+           ncclSocketToString(&s->addr, a, 1), i == c->nSocks ? "control" : "data", i, c->nSocks + 1);
+      return ncclRemoteError;
+    }
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t socketAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_t** recvDevComm) {
   socketListenComm* lc = (socketListenComm*)listenComm;
   if (lc == NULL || recvComm == NULL) return ncclInvalidArgument;
@@ -644,7 +663,15 @@ static ncclResult_t socketAccept(void* listenComm, void** recvComm, ncclNetDevic
     NCCLCHECK(ncclSocketAccept(&lc->pending, &lc->sock));
     int ready = 0;
     NCCLCHECK(ncclSocketReady(&lc->pending, &ready));
-    if (!ready) return ncclSuccess;
+    if (!ready) {
+      ncclResult_t r = acceptCheckPlaced(c);
+      if (r != ncclSuccess) { /* start afresh if the caller tries again */
+        commFree(c);
+        lc->comm = NULL;
+        lc->nAccepted = 0;
+      }
+      return r;
+    }
     int closed = 0;
     ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &lc->pending, &lc->pendingIdx, sizeof(lc->pendingIdx),
                                         &lc->pendingIdxOffset, &closed);
