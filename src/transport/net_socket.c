@@ -180,9 +180,14 @@ typedef struct {
   ncclResult_t result;
 } socketTask;
 
-/* Tasks of one data socket, in posting order. */
+/*
+ * Tasks of one data socket, in posting order. A socket holds at most one task per live
+ * request (MAX_REQUESTS) plus the finished head task its thread has not popped yet, so
+ * twice that many slots mean a new task never lands in a slot still in use.
+ */
+#define TASK_QUEUE_LEN (2 * MAX_REQUESTS)
 typedef struct {
-  socketTask tasks[MAX_REQUESTS];
+  socketTask tasks[TASK_QUEUE_LEN];
   int head, tail;     /* tail: next to post (main thread); head: next to run (helper thread) */
 } taskQueue;
 
@@ -413,7 +418,7 @@ static void* helperMain(void* arg) {
       taskQueue* q = &c->queues[s];
       int head = q->head, tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
       if (head == tail) continue;
-      socketTask* t = &q->tasks[head % MAX_REQUESTS];
+      socketTask* t = &q->tasks[head % TASK_QUEUE_LEN];
       moved |= taskProgress(c, s, t);
       if (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&q->head, head + 1, __ATOMIC_RELEASE);
@@ -421,7 +426,7 @@ static void* helperMain(void* arg) {
         if (t->result != ncclSuccess) {
           /* a failed socket keeps failing: drain its queue with the same error */
           while (__atomic_load_n(&q->head, __ATOMIC_ACQUIRE) != __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE)) {
-            socketTask* n = &q->tasks[q->head % MAX_REQUESTS];
+            socketTask* n = &q->tasks[q->head % TASK_QUEUE_LEN];
             n->result = ncclRemoteError;
             __atomic_store_n(&n->done, 1, __ATOMIC_RELEASE);
             __atomic_store_n(&q->head, q->head + 1, __ATOMIC_RELEASE);
@@ -807,7 +812,7 @@ static void scheduleTasks(socketComm* c, socketRequest* r, size_t start) {
     int s = c->nextSock;
     c->nextSock = (c->nextSock + 1) % c->nSocks;
     taskQueue* q = &c->queues[s];
-    int slot = q->tail % MAX_REQUESTS;
+    int slot = q->tail % TASK_QUEUE_LEN;
     socketTask* t = &q->tasks[slot];
     t->data = r->data + off;
     t->size = r->size - off < task ? r->size - off : task;

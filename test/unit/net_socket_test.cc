@@ -95,6 +95,17 @@ TEST_F(NetSocket, ManyRequestsInFlight) {
   EXPECT_EQ(transfer(plan), "");
 }
 
+// 32 requests in flight, each with a chunk on the one data socket: the socket's task queue
+// is full while its thread finishes tasks, and no slot may be reused too early.
+TEST_F(NetSocket, FullTaskQueueOnOneDataSocket) {
+  env.set("NCCL_SOCKET_NTHREADS", "1");
+  env.set("NCCL_NSOCKS_PERTHREAD", "1");
+  NetPlan plan;
+  for (int i = 0; i < 600; i++) plan.sizes.push_back(70000 + (i % 5));
+  plan.inflight = NCCL_NET_MAX_REQUESTS;
+  EXPECT_EQ(transfer(plan), "");
+}
+
 TEST_F(NetSocket, ThreadsTimesSockets) {
   for (int nt : {1, 2, 4}) {
     for (int ns : {1, 2, 4}) {
