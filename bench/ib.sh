@@ -32,12 +32,20 @@ PERF=$BUILD/bin/railnet-perf
 PLUGIN=$BUILD/lib/libnccl-net-railnet.so
 
 # ------------------------------------------------------------------ inside the VM
-# perf DEVICE ARGS...: railnet-perf on one rxe device through the plugin.
-perf() {
-  local dev=$1
+# pin CPU COMMAND...: COMMAND on that CPU when there is more than one (taskset).
+pin() {
+  local cpu=$1
   shift
+  if command -v taskset >/dev/null && [ "$(nproc)" -gt "$cpu" ]; then taskset -c "$cpu" "$@"; else "$@"; fi
+}
+
+# perf CPU DEVICE ARGS...: railnet-perf on one rxe device through the plugin, pinned to
+# a vCPU like perftest's ends (softroce-perftest.sh: server vCPU 1, client vCPU 0).
+perf() {
+  local cpu=$1 dev=$2
+  shift 2
   RAILNET_TRANSPORT=ib NCCL_IB_HCA="=$dev" NCCL_NET_PLUGIN= \
-    "$PERF" --plugin "$PLUGIN" --dev 0 --handle-file "$SOFTROCE_OUT/railnet.handle" --timeout 120 "$@"
+    pin "$cpu" "$PERF" --plugin "$PLUGIN" --dev 0 --handle-file "$SOFTROCE_OUT/railnet.handle" --timeout 120 "$@"
 }
 
 # pair ARGS...: server on device 1, client on device 0; prints the client's CSV rows.
@@ -45,9 +53,9 @@ pair() {
   local d0 d1 spid rc
   read -r d0 d1 <<<"$SOFTROCE_DEVS"
   rm -f "$SOFTROCE_OUT/railnet.handle"
-  perf "$d1" --server --csv >"$SOFTROCE_OUT/railnet.server" 2>&1 &
+  perf 1 "$d1" --server --csv >"$SOFTROCE_OUT/railnet.server" 2>&1 &
   spid=$!
-  perf "$d0" --client handle-file --csv "$@" >"$SOFTROCE_OUT/railnet.client" 2>&1
+  perf 0 "$d0" --client handle-file --csv "$@" >"$SOFTROCE_OUT/railnet.client" 2>&1
   rc=$?
   wait "$spid" || rc=1
   if [ $rc -ne 0 ]; then

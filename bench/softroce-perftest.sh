@@ -36,6 +36,13 @@ wait_listen() { # port: until a server listens on it (10 s)
   return 1
 }
 
+# pin CPU COMMAND...: COMMAND on that CPU when there is more than one (taskset).
+pin() {
+  local cpu=$1
+  shift
+  if command -v taskset >/dev/null && [ "$(nproc)" -gt "$cpu" ]; then taskset -c "$cpu" "$@"; else "$@"; fi
+}
+
 # run_pair TOOL SIZE PORT LENGTH...: server on device 1, client on device 0 (the client
 # writes: data flows device 0 -> device 1), both with the LENGTH options (-n N or -D S);
 # prints the client's result row (the line after the "#bytes" header).
@@ -46,13 +53,15 @@ run_pair() {
   read -r g0 g1 <<<"$SOFTROCE_GID_INDEXES"
   read -r _ a1 <<<"$SOFTROCE_ADDRS"
   log=$SOFTROCE_OUT/$tool.$size
-  "$tool" -d "$d1" -x "$g1" -s "$size" "$@" -F -p "$port" >"$log.server" 2>&1 &
+  # each end pinned to its own vCPU: perftest times with rdtsc, and TCG's vCPUs' TSCs
+  # disagree, so a process that migrates measures garbage (0.00 MB/s, inf or ms latencies)
+  pin 1 "$tool" -d "$d1" -x "$g1" -s "$size" "$@" -F -p "$port" >"$log.server" 2>&1 &
   spid=$!
   if ! wait_listen "$port"; then
     echo "$tool -s $size: the server on $d1 did not listen on port $port" >&2
     kill "$spid" 2>/dev/null; cat "$log.server" >&2; return 1
   fi
-  "$tool" -d "$d0" -x "$g0" -s "$size" "$@" -F -p "$port" "$a1" >"$log.client" 2>&1
+  pin 0 "$tool" -d "$d0" -x "$g0" -s "$size" "$@" -F -p "$port" "$a1" >"$log.client" 2>&1
   rc=$?
   wait "$spid" || rc=1
   if [ $rc -ne 0 ]; then
