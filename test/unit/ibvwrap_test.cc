@@ -349,14 +349,14 @@ struct ModifyQpTest : IbvWrapTest {
 const char* kGidHint[] = {
     "HINT: In many cases this error occurs when the incorrect GID index is forced by NCCL_IB_GID_INDEX",
     "HINT: To confirm and fix the problem, set NCCL_IB_GID_INDEX=-1 (or unset it) to enable automatic detection",
-    "HINT: See https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-gid-index for more "
-    "information",
+    ("HINT: See https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-gid-index for more "
+     "information"),
 };
 const char* kRailHint[] = {
     "HINT: In many cases this error occurs when NICs are not cross-rail connected (check the cabling)",
     "HINT: To confirm, set NCCL_CROSS_NIC=0 to disable cross-rail communication",
-    "HINT: See https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-cross-nic for more "
-    "information",
+    ("HINT: See https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-cross-nic for more "
+     "information"),
 };
 
 void expectExactLines(const char* const* lines, int n) {
