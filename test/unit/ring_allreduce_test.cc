@@ -22,7 +22,9 @@ struct Rank {
 // Starts `n` ranks of the example with a launcher-style environment; returns their outcome.
 std::vector<Rank> runRanks(int n, const std::string& rankVar, const std::string& sizeVar, const char* count) {
   std::string exe = buildLibDir() + "/../examples/ring_allreduce";
-  std::string rdv = "127.0.0.1:" + std::to_string(30000 + getpid() % 20000);
+  // below the kernel's ephemeral range (32768+), where this process's other tests listen
+  static int calls;
+  std::string rdv = "127.0.0.1:" + std::to_string(20000 + (getpid() * 7 + calls++ * 101) % 12000);
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; r++) {
     int p[2];
