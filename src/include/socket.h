@@ -80,6 +80,9 @@ ncclResult_t ncclFindInterfaceMatchSubnet(char* ifName, union ncclSocketAddress*
 ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* ua, const char* ipPortPair);
 /* "1.2.3.4<5>" style as NCCL prints addresses (numeric host; "<port>"). */
 const char* ncclSocketToString(const union ncclSocketAddress* addr, char* buf, int numericHostForm);
+/* An address read from a peer's handle: 1 when it is AF_INET/AF_INET6 with a port. `text`
+ * (SOCKET_NAME_MAXLEN bytes) receives its printable form, or "(bad family)", for the WARN. */
+int railnetSocketAddrUsable(const union ncclSocketAddress* addr, char* text);
 /* Byte length of the sockaddr for this family (0 for an unknown family). */
 socklen_t railnetSockaddrLen(const union ncclSocketAddress* addr);
 

@@ -66,6 +66,16 @@ socklen_t railnetSockaddrLen(const union ncclSocketAddress* addr) {
   return 0;
 }
 
+int railnetSocketAddrUsable(const union ncclSocketAddress* addr, char* text) {
+  int fam = addr->sa.sa_family;
+  if (fam != AF_INET && fam != AF_INET6) {
+    snprintf(text, SOCKET_NAME_MAXLEN, "(bad family %d)", fam);
+    return 0;
+  }
+  ncclSocketToString(addr, text, 1);
+  return (fam == AF_INET ? addr->sin.sin_port : addr->sin6.sin6_port) != 0;
+}
+
 const char* ncclSocketToString(const union ncclSocketAddress* addr, char* buf, int numericHostForm) {
   (void)numericHostForm; /* always numeric: a name lookup could block in a log line */
   buf[0] = '\0';

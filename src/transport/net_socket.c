@@ -557,14 +557,10 @@ ncclResult_t railnetSocketCheckHandle(const void* handle) {
          (unsigned long long)h->handleMagic);
     return ncclInvalidArgument;
   }
-  int fam = h->addr.sa.sa_family;
-  int port = fam == AF_INET ? ntohs(h->addr.sin.sin_port) : fam == AF_INET6 ? ntohs(h->addr.sin6.sin6_port) : 0;
-  if ((fam != AF_INET && fam != AF_INET6) || port == 0 || h->nSocks < 0 || h->nSocks > MAX_SOCKETS ||
-      h->nThreads < 0 || h->nThreads > MAX_THREADS || (h->nThreads == 0 && h->nSocks != 0) ||
+  if (!railnetSocketAddrUsable(&h->addr, a) || h->nSocks < 0 || h->nSocks > MAX_SOCKETS || h->nThreads < 0 ||
+      h->nThreads > MAX_THREADS || (h->nThreads == 0 && h->nSocks != 0) ||
       (h->nThreads > 0 && h->nSocks % h->nThreads != 0)) {
-    WARN("NET/Socket : connect handle is invalid (address %s, %d sockets, %d threads)",
-         (fam == AF_INET || fam == AF_INET6) ? ncclSocketToString(&h->addr, a, 1) : "(bad family)", h->nSocks,
-         h->nThreads);
+    WARN("NET/Socket : connect handle is invalid (address %s, %d sockets, %d threads)", a, h->nSocks, h->nThreads);
     return ncclInvalidArgument;
   }
   return ncclSuccess;

@@ -799,12 +799,8 @@ static ncclResult_t checkHandle(const struct ncclIbHandle* h) {
          (unsigned long long)h->handleMagic);
     return ncclInvalidArgument;
   }
-  int fam = h->connectAddr.sa.sa_family;
-  int port = fam == AF_INET ? ntohs(h->connectAddr.sin.sin_port)
-             : fam == AF_INET6 ? ntohs(h->connectAddr.sin6.sin6_port) : 0;
-  if ((fam != AF_INET && fam != AF_INET6) || port == 0) {
-    WARN("NET/IB : connect handle is invalid (address %s)",
-         (fam == AF_INET || fam == AF_INET6) ? ncclSocketToString(&h->connectAddr, a, 1) : "(bad family)");
+  if (!railnetSocketAddrUsable(&h->connectAddr, a)) {
+    WARN("NET/IB : connect handle is invalid (address %s)", a);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
