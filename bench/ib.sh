@@ -119,5 +119,11 @@ for f in "$PERF" "$PLUGIN"; do
   [ -e "$f" ] || { echo "bench/ib.sh: $f is missing; run make first" >&2; exit 2; }
 done
 self="$HERE/$(basename "$0")"
-exec "$HERE/softroce-perftest.sh" -o "$OUT" --bw-sizes "$SIZES" --lat-sizes 8 --bw-mib "$MIB" \
+# qemu's two vCPUs need two host cores: on a busy host the figures (ratios too) swing by 3x
+load() { echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) ($1)"; }
+load before
+"$HERE/softroce-perftest.sh" -o "$OUT" --bw-sizes "$SIZES" --lat-sizes 8 --bw-mib "$MIB" \
   --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB"
+rc=$?
+load after
+exit $rc
