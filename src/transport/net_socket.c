@@ -41,9 +41,10 @@ static railnetParam netSocketParams[] = {
                                        "Messages up to this size travel inside the control record"),
     [P_MIN_TASK] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_MIN_TASKSIZE", 1 << 16, 1, INT32_MAX,
                                          "Smallest chunk a large message is cut into for the data sockets"),
-    [P_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_TIMEOUT_MSEC", 120000, 100, 86400000,
-                                        "A connection whose peer stops acknowledging (dead host, link down) fails "
-                                        "after this long (TCP_USER_TIMEOUT and keepalive)"),
+    [P_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_TIMEOUT_MSEC", 600000, 100, 86400000,
+                                        "A connection whose peer stops acknowledging or stops reading (dead host, "
+                                        "link down, hung rank) fails after this long (TCP_USER_TIMEOUT, keepalive); "
+                                        "keep it above the longest time ranks may legitimately diverge"),
 };
 RAILNET_PARAM_TABLE("net_socket", netSocketParams);
 
