@@ -488,9 +488,34 @@ TEST_F(IbFaultTest, PluginLibraryReportsTheRxeDevicesThroughV8AndV12) {
   if (v12->finalize) {
     EXPECT_EQ(v12->finalize(ctx), ncclSuccess);
   }
-  // No dlclose: v8 has no finalize, so the v8 init's reference on the IB devices (and
-  // their async event threads, running in the library's code) lives until the process
-  // exits, as it would under an NCCL that drove the v8 interface.
+  // No dlclose here: UnloadWhileV8StillHoldsTheDevices below does that in a child.
+}
+
+// NCCL dlcloses net plugins; v8 has no finalize, so its reference on the IB devices (and
+// their async event threads) is still there when the library goes away. The library
+// must stop those threads at unload, or they run in unmapped code (SIGSEGV).
+TEST_F(IbFaultTest, UnloadWhileV8StillHoldsTheDevices) {
+  env.set("RAILNET_TRANSPORT", "ib");
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string err;
+    void* lib = loadPluginFromBuild("railnet", &err);
+    if (lib == nullptr) _exit(2);
+    auto* v12 = reinterpret_cast<ncclNet_v12_t*>(dlsym(lib, "ncclNetPlugin_v12"));
+    auto* v8 = reinterpret_cast<ncclNet_v8_t*>(dlsym(lib, "ncclNetPlugin_v8"));
+    void* ctx = nullptr;
+    if (!v12 || !v8 || v12->init(&ctx, 0, nullptr, nullptr, nullptr) != ncclSuccess ||
+        v8->init(nullptr) != ncclSuccess)
+      _exit(3);
+    v12->finalize(ctx);
+    dlclose(lib);
+    usleep(500000);  // async threads would wake up (100 ms polls) in unmapped code by now
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status)));
 }
 
 }  // namespace

@@ -310,6 +310,15 @@ static void ibTeardownLocked(void) {
   railnetIbGdrReset();
 }
 
+/* NCCL dlcloses net plugins, and the v8..v10 interfaces have no finalize: stop the async
+ * event threads before their code is unmapped (also runs at exit: each waits <= 100 ms). */
+__attribute__((destructor)) static void ibUnload(void) {
+  __atomic_store_n(&ibAsyncStop, 1, __ATOMIC_RELEASE);
+  for (int i = 0; i < nIbAsyncs; i++)
+    if (ibAsyncs[i].running) pthread_join(ibAsyncs[i].thread, NULL);
+  nIbAsyncs = 0;
+}
+
 void railnetIbResetDevices(void) {
   pthread_mutex_lock(&ibLock);
   if (ncclNIbDevs >= 0) ibTeardownLocked();
