@@ -120,6 +120,9 @@ $(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
 
 test-build: lib tools examples $(TEST_BINS) $(SOFTROCE_BINS)
 
+# What the sanitizer tier of test/run-tests.sh builds (with SANITIZE=... BUILD=...).
+sanitize-build: lib tools examples $(TEST_BINS)
+
 test: deps-test
 	@$(MAKE) --no-print-directory test-build
 	@BUILD=$(BUILD) SOFTROCE=$(SOFTROCE) SANITIZE=$(SANITIZE) test/run-tests.sh

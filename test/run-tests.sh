@@ -95,5 +95,24 @@ if [ -x fuzz/tier.sh ]; then
   fi
 fi
 
+# 6. sanitizers: the unit and netns tiers again, built with -fsanitize=address,undefined
+#    in their own tree (skipped when this run is itself sanitized, or SANITIZE_TIER=0)
+if [ -n "${SANITIZE:-}" ] || [ "${SANITIZE_TIER:-1}" = 0 ]; then
+  echo "SKIP: sanitizer tier (this run is ${SANITIZE:+already sanitized}${SANITIZE:-disabled by SANITIZE_TIER=0})"
+else
+  SANBUILD=build-address-undefined
+  echo "== tier sanitize: building the tests under ASan+UBSan in $SANBUILD"
+  if make --no-print-directory -s SANITIZE=address,undefined BUILD=$SANBUILD sanitize-build >"$LOGDIR/sanitize-build.log" 2>&1; then
+    LD_LIBRARY_PATH="$PWD/$SANBUILD/lib" run_gtest sanitize-unit "$SANBUILD/test/unit_tests"
+    if [ "$(id -u)" -eq 0 ] && [ -x "$SANBUILD/test/netns_tests" ]; then
+      LD_LIBRARY_PATH="$PWD/$SANBUILD/lib" run_gtest sanitize-netns "$SANBUILD/test/netns_tests"
+    fi
+  else
+    tail -n 30 "$LOGDIR/sanitize-build.log"
+    echo "sanitized build failed: counted as 1 failure"
+    FAILED=$((FAILED + 1))
+  fi
+fi
+
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]
