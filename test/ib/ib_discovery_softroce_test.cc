@@ -8,7 +8,9 @@
 #include "test_util.h"
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -209,6 +211,66 @@ TEST_F(IbDiscoveryTest, FusedRxeDevice) {
   EXPECT_EQ(std::string(p.name), std::string(p0.name) + "+" + p1.name);
   EXPECT_EQ(p.speed, p0.speed + p1.speed);
   EXPECT_EQ(p.vProps.ndevs, 2);
+}
+
+}  // namespace
+
+namespace {
+
+std::string readSys(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return "";
+  char buf[256] = {0};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  std::string s(buf, n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool waitFor(const std::function<bool()>& cond, int ms) {
+  for (int t = 0; t < ms / 50; t++) {
+    if (cond()) return true;
+    usleep(50000);
+  }
+  return cond();
+}
+
+// A port whose netdev goes down: the async event thread logs the port event with the
+// device name, and a new discovery skips the port. The link comes back for later tests.
+TEST_F(IbDiscoveryTest, PortWhoseNetdevGoesDownIsLoggedAndSkipped) {
+  std::vector<std::string> devs = words("SOFTROCE_DEVS");
+  if (devs.size() != 2 || getuid() != 0) RAILNET_SKIP("needs the tier's rxe0/rxe1 and root");
+  const std::string dev = devs[1];
+  const std::string sys = "/sys/class/infiniband/" + dev + "/ports/1/";
+  std::string netdev = readSys(sys + "gid_attrs/ndevs/0");
+  if (netdev.empty()) RAILNET_SKIP("cannot tell " + dev + "'s netdev");
+  auto active = [&](const std::string& d) {
+    return readSys("/sys/class/infiniband/" + d + "/ports/1/state").find("ACTIVE") != std::string::npos;
+  };
+  LogCapture log;
+  ASSERT_EQ(init(), ncclSuccess) << LogCapture::all();
+  ASSERT_TRUE(active(dev));
+  ASSERT_EQ(system(("ip link set " + netdev + " down").c_str()), 0);
+  bool wentDown = waitFor([&] { return !active(dev); }, 10000);
+  bool logged = waitFor([&] { return LogCapture::contains(dev + ":1 Got non-fatal async event", NCCL_LOG_WARN); }, 5000);
+  finalizeAll();
+  railnetIbResetDevices();
+  void* ctx = nullptr;
+  ncclResult_t r = railnetNetIb.init(&ctx, 0, nullptr, nullptr, nullptr);
+  std::vector<std::string> after;
+  if (r == ncclSuccess) {
+    ctxs.push_back(ctx);
+    after = names();
+  }
+  // bring it back whatever happened, and wait for both ports, or later tests would fail
+  int upRc = system(("ip link set " + netdev + " up").c_str());
+  bool back = waitFor([&] { return active(devs[0]) && active(devs[1]); }, 20000);
+  EXPECT_TRUE(wentDown) << dev << " stayed ACTIVE with " << netdev << " down";
+  EXPECT_TRUE(logged) << LogCapture::all();
+  EXPECT_EQ(std::count(after.begin(), after.end(), dev), 0) << dev << " was not skipped";
+  EXPECT_EQ(upRc, 0);
+  ASSERT_TRUE(back) << "the ports did not come back ACTIVE";
 }
 
 }  // namespace
