@@ -4,6 +4,8 @@
 // processes: the receiver (this process) on device 0 (rxe0), the sender (a forked child)
 // on device 1 (rxe1). Skips when libibverbs lists no active port.
 #include "test_util.h"
+#include <sys/resource.h>
+#include "caps.h"
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -477,6 +479,49 @@ TEST_F(IbP2pTest, RegistrationCacheHitsAndReleases) {
   ib->closeSend(sc);
   ib->closeRecv(rc);
   ib->closeListen(lc);
+}
+
+// RLIMIT_MEMLOCK below the buffer (root's CAP_IPC_LOCK dropped, in a child): regMr
+// through the transport fails with the WARN of ibv_reg_mr and the memlock HINT.
+TEST_F(IbP2pTest, RegMrBeyondMemlockLimitFailsWithTheHint) {
+  int lp[2];
+  ASSERT_EQ(pipe(lp), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(lp[0]);
+    LogCapture log;
+    void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    std::string why;
+    struct rlimit low = {64 * 1024, 64 * 1024};
+    std::vector<char> big(4 << 20, 1);
+    void* mh = nullptr;
+    int rcode = 0;
+    if (ib->init(&ctx, 0, nullptr, nullptr, nullptr) != ncclSuccess || ib->listen(ctx, 0, handle, &lc) != ncclSuccess ||
+        !netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc))
+      rcode = 2;
+    else if (!dropIpcLock(&why) || setrlimit(RLIMIT_MEMLOCK, &low) != 0)
+      rcode = 3;
+    else if (ib->regMr(sc, big.data(), big.size(), NCCL_PTR_HOST, &mh) == ncclSuccess)
+      rcode = 4;
+    std::string all = LogCapture::all() + why;
+    if (write(lp[1], all.data(), all.size()) < 0) rcode = 5;
+    _exit(rcode);
+  }
+  close(lp[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t k;
+  while ((k = read(lp[0], buf, sizeof(buf))) > 0) out.append(buf, k);
+  close(lp[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  if (WEXITSTATUS(status) == 3) RAILNET_SKIP("cannot drop CAP_IPC_LOCK or lower RLIMIT_MEMLOCK here: " + out);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2 setup, 4 regMr succeeded under a 64 KiB limit\n" << out;
+  EXPECT_NE(out.find("Call to ibv_reg_mr"), std::string::npos) << out;
+  EXPECT_NE(out.find("RLIMIT_MEMLOCK"), std::string::npos) << out;
+  EXPECT_NE(out.find("memlock unlimited"), std::string::npos) << out;
 }
 
 TEST_F(IbP2pTest, CloseWithRequestsInFlight) {

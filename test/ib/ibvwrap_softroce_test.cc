@@ -6,6 +6,7 @@
 //  - ibv_modify_qp to RTR with a GID index whose slot is empty fails with the GID HINT
 //    (rxe answers ENODATA there, other stacks EINVAL), and succeeds with a good index.
 #include "test_util.h"
+#include "caps.h"
 #include <errno.h>
 #include <linux/capability.h>
 #include <stdio.h>
@@ -122,27 +123,6 @@ TEST_F(SoftRoceIbv, DmaBufProbeOnEveryDevice) {
     EXPECT_EQ(wrap_ibv_close_device(ctx), ncclSuccess);
   }
   railnetIbGdrReset();
-}
-
-// Drops CAP_IPC_LOCK from every set of this process (it lets root ignore RLIMIT_MEMLOCK).
-bool dropIpcLock(std::string* why) {
-  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK, 0, 0, 0);  // fails without CAP_SETPCAP: then nothing to drop anyway
-  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct data[2];
-  if (syscall(SYS_capget, &hdr, data) != 0) {
-    *why = std::string("capget: ") + strerror(errno);
-    return false;
-  }
-  unsigned bit = 1u << (CAP_IPC_LOCK % 32), word = CAP_IPC_LOCK / 32;
-  data[word].effective &= ~bit;
-  data[word].permitted &= ~bit;
-  data[word].inheritable &= ~bit;
-  if (syscall(SYS_capset, &hdr, data) != 0) {
-    *why = std::string("capset: ") + strerror(errno);
-    return false;
-  }
-  return true;
 }
 
 // In a child: register 4 MiB (works), drop CAP_IPC_LOCK, lower RLIMIT_MEMLOCK to 64 KiB, then
