@@ -23,6 +23,7 @@ extern "C" {
 #include "socket.h"
 #include "../../src/transport/net_ib/common.h"
 }
+#include "ib_test_env.h"
 
 namespace {
 
@@ -188,18 +189,8 @@ class IbP2pTest : public ::testing::Test {
   void* ctx = nullptr;
 
   void SetUp() override {
-    railnetIbResetDevices();
-    if (wrap_ibv_symbols() != ncclSuccess) RAILNET_SKIP("libibverbs is not installed");
-    struct ibv_device** list = nullptr;
-    int n = 0;
-    if (wrap_ibv_get_device_list(&list, &n) != ncclSuccess || list == nullptr || n < 2) {
-      if (list) wrap_ibv_free_device_list(list);
-      RAILNET_SKIP("needs two RDMA devices (soft-RoCE rxe0/rxe1 run in the tier's VM)");
-    }
-    wrap_ibv_free_device_list(list);
-    for (const char* v : {"NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_QPS_PER_CONNECTION",
-                          "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_DISABLE", "SYSFS_PATH", "NCCL_IB_USE_INLINE"})
-      env.unset(v);
+    std::string why = ibTwoDevicesOrWhy(env);
+    if (!why.empty()) RAILNET_SKIP(why);
     railnetParamReset();
   }
   void TearDown() override {
