@@ -626,12 +626,24 @@ ncclResult_t ncclSocketReady(struct ncclSocket* sock, int* running) {
 
 /* Blocking transfer of exactly size bytes; waits in poll() so an abort flag is seen. */
 static ncclResult_t socketWait(int op, struct ncclSocket* sock, void* ptr, int size) {
-  int offset = 0;
+  int offset = 0, lastOffset = 0;
   int timeout = (int)railnetParamInt(&socketParams[P_POLL_TIMEOUT]);
+  uint64_t lastMove = railnetClockNs();
   while (offset < size) {
     NCCLCHECK(ncclSocketProgress(op, sock, ptr, size, &offset, NULL));
     if (offset == size) break;
     if (aborted(sock)) return ncclInternalError;
+    if (offset != lastOffset) {
+      lastOffset = offset;
+      lastMove = railnetClockNs();
+    } else if (railnetClockNs() - lastMove > 60ull * 1000000000ull) {
+      /* blocking by contract, but never silently: say who we wait for, every minute */
+      char peer[SOCKET_NAME_MAXLEN];
+      WARN("Net : still waiting to %s %d of %d bytes %s peer %s after 60 s without progress: the peer is busy, "
+           "hung or unreachable", op == NCCL_SOCKET_RECV ? "receive" : "send", size - offset, size,
+           op == NCCL_SOCKET_RECV ? "from" : "to", ncclSocketToString(&sock->addr, peer, 1));
+      lastMove = railnetClockNs();
+    }
     struct pollfd pfd = {.fd = sock->fd, .events = op == NCCL_SOCKET_RECV ? POLLIN : POLLOUT};
     poll(&pfd, 1, timeout > 0 ? timeout : 100);
   }
