@@ -3,7 +3,9 @@
 // two namespaces over a veth pair through the Socket transport (TCP handle exchange).
 #include <stdlib.h>
 #include <unistd.h>
+#include <chrono>
 #include <sstream>
+#include <vector>
 #include "netns.h"
 #include "plugin_loader.h"
 
@@ -12,6 +14,10 @@ namespace {
 std::string bin(const std::string& tool) {
   std::string lib = buildLibDir();
   return lib.substr(0, lib.rfind('/')) + "/bin/" + tool;
+}
+
+double nowMs() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
@@ -77,33 +83,76 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
   EXPECT_TRUE(has(r.out, "the locked-memory limit is 32 KiB")) << r.out;
 }
 
-TEST(ToolsNetns, PerfSweepBetweenTwoNamespaces) {
-  RAILNET_REQUIRE_NETNS();
-  NetNs a("srv"), b("cli");
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(NetNs::veth(a, "eth0", b, "eth0"));
-  ASSERT_TRUE(a.addAddr("eth0", "198.18.6.1/24") && b.addAddr("eth0", "198.18.6.2/24"));
-  ASSERT_TRUE(a.up("eth0") && b.up("eth0") && a.up("lo") && b.up("lo"));
-  ASSERT_TRUE(a.waitRunning("eth0") && b.waitRunning("eth0"));
-  TempDir d;
-  std::string env = std::string(kClean) + "NCCL_SOCKET_IFNAME==eth0 RAILNET_TRANSPORT=socket ";
-  std::string plugin = " --plugin " + buildLibDir() + "/libnccl-net-railnet.so ";
-  std::string serverOut = d.path() + "/server.out";
-  std::string serverCmd = env + bin("railnet-perf") + plugin + "--server --port 18515 --timeout 30 >" + serverOut + " 2>&1";
-  NetNsChild server(a, [&](NetNsIo&) { return system(serverCmd.c_str()) == 0 ? 0 : 1; });
-  ASSERT_TRUE(server.started());
-  NetNsResult c = b.exec(env + bin("railnet-perf") + plugin +
-                         "--client 198.18.6.1 --port 18515 -a --min-size 16 --max-size 1M -n 10 --warmup 2 --timeout 30",
-                         60000);
-  NetNsResult s = server.wait(30000);
-  std::string srv;
-  FILE* f = fopen(serverOut.c_str(), "r");
+// Two namespaces joined by a veth pair, eth0 at 198.18.<net>.1 (a) and .2 (b).
+bool vethPair(NetNs& a, NetNs& b, int net) {
+  std::string pre = "198.18." + std::to_string(net) + ".";
+  return a.ok() && b.ok() && NetNs::veth(a, "eth0", b, "eth0") && a.addAddr("eth0", pre + "1/24") &&
+         b.addAddr("eth0", pre + "2/24") && a.up("eth0") && b.up("eth0") && a.up("lo") && b.up("lo") &&
+         a.waitRunning("eth0") && b.waitRunning("eth0");
+}
+
+const char* kPerfEnv = "NCCL_SOCKET_IFNAME==eth0 RAILNET_TRANSPORT=socket ";
+std::string perfCmd() { return bin("railnet-perf") + " --plugin " + buildLibDir() + "/libnccl-net-railnet.so "; }
+
+std::string readFile(const std::string& path) {
+  std::string s;
+  FILE* f = fopen(path.c_str(), "r");
   if (f) {
     char buf[4096];
     size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) srv.append(buf, n);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
     fclose(f);
   }
+  return s;
+}
+
+// railnet-perf --server in a (its output in *srv), the client in b with clientArgs.
+NetNsResult perfPair(NetNs& a, NetNs& b, int net, const std::string& serverArgs, const std::string& clientArgs,
+                     std::string* srv, NetNsResult* server) {
+  TempDir d;
+  std::string env = std::string(kClean) + kPerfEnv;
+  std::string serverOut = d.path() + "/server.out";
+  std::string serverCmd =
+      env + perfCmd() + "--server --port 18515 --timeout 30 " + serverArgs + " >" + serverOut + " 2>&1";
+  NetNsChild child(a, [&](NetNsIo&) { return system(serverCmd.c_str()) == 0 ? 0 : 1; });
+  NetNsResult c = b.exec(env + perfCmd() + "--client 198.18." + std::to_string(net) + ".1 --port 18515 --timeout 30 " +
+                             clientArgs,
+                         60000);
+  *server = child.wait(30000);
+  *srv = readFile(serverOut);
+  return c;
+}
+
+// The rows of railnet-perf's --json "results" / "received" arrays: one object per line.
+std::vector<std::string> jsonRows(const std::string& out) {
+  std::vector<std::string> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t b = line.rfind("{\"test\":");
+    if (b != std::string::npos) rows.push_back(line.substr(b, line.find('}', b) - b + 1));
+  }
+  return rows;
+}
+// The number after "key": in a JSON object's text (-1 when absent).
+long long jsonNum(const std::string& obj, const std::string& key) {
+  size_t p = obj.find("\"" + key + "\":");
+  return p == std::string::npos ? -1 : strtoll(obj.c_str() + p + key.size() + 3, nullptr, 10);
+}
+std::string jsonStr(const std::string& obj, const std::string& key) {
+  size_t p = obj.find("\"" + key + "\":\"");
+  if (p == std::string::npos) return "";
+  p += key.size() + 4;
+  return obj.substr(p, obj.find('"', p) - p);
+}
+
+TEST(ToolsNetns, PerfSweepBetweenTwoNamespaces) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 6));
+  std::string srv;
+  NetNsResult s;
+  NetNsResult c = perfPair(a, b, 6, "", "-a --min-size 16 --max-size 1M -n 10 --warmup 2", &srv, &s);
   ASSERT_TRUE(c.success()) << c.describe() << "\nserver:\n" << srv;
   EXPECT_TRUE(s.success()) << s.describe() << srv;
   EXPECT_TRUE(has(c.out, "Device: [0] eth0")) << c.out;
@@ -139,6 +188,112 @@ TEST(ToolsNetns, PerfSweepBetweenTwoNamespaces) {
       EXPECT_TRUE(found) << size << " " << test << "\n" << srv;
     }
   }
+}
+
+// --comms 3: three comm pairs over the one veth, messages round-robin; every --json row of
+// the client carries the bytes it sent and what the receiver counted, the server's too.
+TEST(ToolsNetns, PerfThreeCommPairsJson) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 7));
+  std::string srv;
+  NetNsResult s;
+  NetNsResult c =
+      perfPair(a, b, 7, "--json", "--comms 3 -a --min-size 16 --max-size 1M -n 10 --warmup 2 --json", &srv, &s);
+  ASSERT_TRUE(c.success()) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(s.success()) << s.describe() << srv;
+  EXPECT_TRUE(has(c.out, "\"net\":\"RailSocket\",\"abi\":12,\"dev\":0,\"recvs\":1,\"comms\":3,"
+                         "\"memory\":\"host\",\"gpu\":-1"))
+      << c.out;
+  EXPECT_TRUE(has(srv, "\"role\":\"receiver\"") && has(srv, "\"recvs\":1,\"comms\":3,\"memory\":\"host\"")) << srv;
+  std::vector<std::string> rows = jsonRows(c.out), received = jsonRows(srv);
+  ASSERT_EQ(rows.size(), 2u * 17) << c.out;  // 16 B .. 1 MiB, bw and lat
+  ASSERT_EQ(received.size(), rows.size()) << srv;
+  for (size_t i = 0; i < rows.size(); i++) {
+    const std::string& r = rows[i];
+    long long size = 16LL << (i % 17);
+    EXPECT_EQ(jsonStr(r, "test"), i < 17 ? "bw" : "lat") << r;
+    EXPECT_EQ(jsonNum(r, "bytes"), size) << r;
+    EXPECT_EQ(jsonNum(r, "iterations"), 10) << r;
+    if (i < 17) {
+      EXPECT_EQ(jsonNum(r, "bytes_sent"), size * 10) << r;  // the timed messages, as test() reported
+    }
+    EXPECT_EQ(jsonNum(r, "recv_messages"), 12) << r;                  // warmup + timed, over the 3 comms
+    EXPECT_EQ(jsonNum(r, "recv_buffers"), 12) << r;
+    EXPECT_EQ(jsonNum(r, "recv_bytes"), size * 12) << r;
+    EXPECT_EQ(jsonStr(r, "recv_check"), "ok") << r;
+    const std::string& v = received[i];
+    EXPECT_EQ(jsonStr(v, "test"), jsonStr(r, "test")) << v;
+    EXPECT_EQ(jsonNum(v, "bytes"), size) << v;
+    EXPECT_EQ(jsonNum(v, "messages"), 12) << v;
+    EXPECT_EQ(jsonNum(v, "bytes_received"), size * 12) << v;
+    EXPECT_EQ(jsonStr(v, "check"), "ok") << v;
+  }
+}
+
+// --recvs 4: the Socket transport's irecv takes one buffer (maxRecvs 1, as NCCL's): the
+// client refuses at once, exit 2, naming the limit (the IB transport's multi-receive runs
+// in the soft-RoCE tier). --recvs 1 states it in the settings.
+TEST(ToolsNetns, PerfMultiReceiveNeedsMaxRecvs) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 8));
+  std::string env = std::string(kClean) + kPerfEnv;
+  NetNsResult r = b.exec(env + perfCmd() + "--client 198.18.8.1 --recvs 4 -s 4K -n 10", 20000);
+  EXPECT_EQ(r.exitCode, 2) << r.describe();
+  EXPECT_TRUE(has(r.out, "railnet-perf: --recvs 4: RailSocket device 0 (eth0) takes at most 1 buffer(s) per irecv "
+                         "(its maxRecvs)"))
+      << r.out;
+  r = b.exec(env + perfCmd() + "--client 198.18.8.1 --recvs 9", 20000);
+  EXPECT_EQ(r.exitCode, 2) << r.describe();
+  EXPECT_TRUE(has(r.out, "--recvs takes 1 ... 8, not '9'")) << r.out;
+  std::string srv;
+  NetNsResult s;
+  NetNsResult c = perfPair(a, b, 8, "", "--recvs 1 -s 4K -n 10 --warmup 2 --bw", &srv, &s);
+  ASSERT_TRUE(c.success()) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, " Settings: 1 buffer(s) per irecv, 1 comm pair(s), host memory")) << c.out;
+  EXPECT_TRUE(has(srv, " Settings (from the client): 1 buffer(s) per irecv, 1 comm pair(s), host memory")) << srv;
+  EXPECT_TRUE(has(srv, " receiver: 4096       12           49152            ok (bw)")) << srv;
+}
+
+// --use-cuda on a host without an NVIDIA driver or GPU: exit 2 at once with one line that
+// says what is missing (a host with a GPU still exits 2 here: the Socket transport takes
+// host memory only). No server is needed: the check comes before the handle exchange.
+TEST(ToolsNetns, PerfUseCudaSaysWhatIsMissing) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs b("cli");
+  ASSERT_TRUE(b.ok() && b.up("lo"));
+  std::string env = std::string(kClean) + "RAILNET_TRANSPORT=socket NCCL_SOCKET_IFNAME=lo ";
+  for (const char* opt : {"--use-cuda", "--use-cuda=3"}) {
+    for (const char* role : {"--client 127.0.0.1 --port 18517", "--loopback"}) {
+      double t0 = nowMs();
+      NetNsResult r = b.exec(env + perfCmd() + role + " " + opt + " -s 4K -n 10 --timeout 20", 20000);
+      EXPECT_EQ(r.exitCode, 2) << opt << " " << role << ": " << r.describe();
+      EXPECT_LT(nowMs() - t0, 5000) << "it waited for a peer";
+      int lines = 0;
+      std::string err;
+      std::istringstream in(r.out);
+      std::string line;
+      while (std::getline(in, line))
+        if (line.rfind("railnet-perf: ", 0) == 0) {
+          lines++;
+          err = line;
+        }
+      EXPECT_EQ(lines, 1) << r.out;
+      EXPECT_EQ(err.rfind("railnet-perf: --use-cuda", 0), 0u) << r.out;
+      bool noDriver = access("/dev/nvidiactl", F_OK) != 0;
+      if (noDriver) {
+        EXPECT_TRUE(has(err, "libcuda.so.1 not found (no NVIDIA driver on this host)") || has(err, "cuInit") ||
+                    has(err, "only 0 GPUs"))
+            << err;
+      } else {
+        EXPECT_TRUE(has(err, "cuDeviceGet(GPU 3)") || has(err, "NCCL_PTR_CUDA") || has(err, "cuInit")) << err;
+      }
+    }
+  }
+  NetNsResult r = b.exec(env + perfCmd() + "--loopback --use-cuda=x", 20000);
+  EXPECT_EQ(r.exitCode, 2) << r.describe();
+  EXPECT_TRUE(has(r.out, "--use-cuda=GPU takes a GPU index, not 'x'")) << r.out;
 }
 
 }  // namespace
