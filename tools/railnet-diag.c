@@ -777,16 +777,34 @@ static const struct {
      "check for drops in the fabric (RoCE: PFC/ECN config, ethtool -S)"},
     {"hw_counters", "local_ack_timeout_err", "ACKs did not arrive in time (transport retries)",
      "check congestion/drops; NCCL_IB_TIMEOUT raises the timeout"},
+    /* rdma_rxe (soft-RoCE) has no counters/ directory: its error counters, by its own names */
+    {"hw_counters", "link_downed", "the link went down", "check the netdev under the rxe device (ip link)"},
+    {"hw_counters", "rcvd_seq_err", "packets lost or reordered (out-of-sequence PSN)",
+     "check for drops on the netdev (ip -s link, ethtool -S)"},
+    {"hw_counters", "completer_retry_err", "ACKs did not arrive in time (the sender retried)",
+     "check congestion/drops; NCCL_IB_TIMEOUT raises the timeout"},
+    {"hw_counters", "retry_exceeded_err", "transport retries exhausted: a QP went to the error state",
+     "check that the peer is alive and reachable over the netdev without drops"},
+    {"hw_counters", "retry_rnr_exceeded_err", "receiver-not-ready retries exhausted",
+     "the peer posts receives too late: check that the peer process is alive and not stalled"},
+    {"hw_counters", "send_err", "packets could not be sent (netdev down or out of buffers)",
+     "check the netdev's state and drops (ip -s link)"},
 };
 #define N_COUNTERS ((int)(sizeof(counterDefs) / sizeof(counterDefs[0])))
 
-/* -1 when the device does not expose the counter. */
-static long long readCounter(const portInfo* p, int c) {
+static long long readCounterFile(const portInfo* p, int c) {
   char buf[64];
   if (readSys(buf, sizeof(buf), "class/infiniband/%s/ports/%d/%s/%s", p->dev, p->port, counterDefs[c].dir,
               counterDefs[c].name) != 0)
     return -1;
   return strtoll(buf, NULL, 10);
+}
+/* -1 when the device does not expose the counter, or exposes it under an earlier entry's
+ * directory (link_downed: counters/ on real HCAs, hw_counters/ on rxe; shown once). */
+static long long readCounter(const portInfo* p, int c) {
+  for (int e = 0; e < c; e++)
+    if (strcmp(counterDefs[e].name, counterDefs[c].name) == 0 && readCounterFile(p, e) >= 0) return -1;
+  return readCounterFile(p, c);
 }
 
 static void sectionCounters(void) {
