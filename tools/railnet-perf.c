@@ -747,6 +747,13 @@ static void printDevice(void) {
          net.path, net.version, opt.dev, p.name ? p.name : "?", p.speed, ndev);
 }
 
+/* The name of the device in use, for the --json documents. */
+static const char* deviceName(void) {
+  devProps p = {0};
+  NETCALL(netProps(opt.dev, &p));
+  return p.name ? p.name : "?";
+}
+
 /* What the device must take for these settings; exit 2 naming the limit otherwise. */
 static void checkDevice(int recvs, int cuda) {
   devProps p = {0};
@@ -803,9 +810,9 @@ static int runServer(void* listenComm) {
   sendAck(&e, NULL); /* every comm is up */
   settingsLine(" (from the client)");
   if (opt.json)
-    printf("{\"role\":\"receiver\",\"plugin\":\"%s\",\"net\":\"%s\",\"abi\":%d,\"dev\":%d,\"recvs\":%d,\"comms\":%d,"
-           "\"memory\":\"%s\",\"gpu\":%d,\"received\":[",
-           net.path, net.name, net.version, opt.dev, e.recvs, e.n, memoryName(), cu.gpu);
+    printf("{\"role\":\"receiver\",\"plugin\":\"%s\",\"net\":\"%s\",\"abi\":%d,\"dev\":%d,\"device\":\"%s\","
+           "\"recvs\":%d,\"comms\":%d,\"memory\":\"%s\",\"gpu\":%d,\"received\":[",
+           net.path, net.name, net.version, opt.dev, deviceName(), e.recvs, e.n, memoryName(), cu.gpu);
   else if (!opt.csv)
     printf("%s\n receiver: %-10s %-12s %-16s %s\n", line, "#bytes", "#messages", "bytes received", "check");
   int bad = 0;
@@ -891,9 +898,9 @@ static int runClient(char* handle, const size_t* sizes, int nSizes) {
   recvAck(&e);
   settingsLine("");
   if (opt.json)
-    printf("{\"plugin\":\"%s\",\"net\":\"%s\",\"abi\":%d,\"dev\":%d,\"recvs\":%d,\"comms\":%d,\"memory\":\"%s\","
-           "\"gpu\":%d,\"results\":[",
-           net.path, net.name, net.version, opt.dev, e.recvs, e.n, memoryName(), cu.gpu);
+    printf("{\"plugin\":\"%s\",\"net\":\"%s\",\"abi\":%d,\"dev\":%d,\"device\":\"%s\",\"recvs\":%d,\"comms\":%d,"
+           "\"memory\":\"%s\",\"gpu\":%d,\"results\":[",
+           net.path, net.name, net.version, opt.dev, deviceName(), e.recvs, e.n, memoryName(), cu.gpu);
   double* stamps = malloc(sizeof(double) * (size_t)(opt.iters + opt.warmup));
   if (stamps == NULL) die("out of memory");
   int bad = 0;

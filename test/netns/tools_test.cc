@@ -202,10 +202,12 @@ TEST(ToolsNetns, PerfThreeCommPairsJson) {
       perfPair(a, b, 7, "--json", "--comms 3 -a --min-size 16 --max-size 1M -n 10 --warmup 2 --json", &srv, &s);
   ASSERT_TRUE(c.success()) << c.describe() << "\nserver:\n" << srv;
   EXPECT_TRUE(s.success()) << s.describe() << srv;
-  EXPECT_TRUE(has(c.out, "\"net\":\"RailSocket\",\"abi\":12,\"dev\":0,\"recvs\":1,\"comms\":3,"
+  EXPECT_TRUE(has(c.out, "\"net\":\"RailSocket\",\"abi\":12,\"dev\":0,\"device\":\"eth0\",\"recvs\":1,\"comms\":3,"
                          "\"memory\":\"host\",\"gpu\":-1"))
       << c.out;
-  EXPECT_TRUE(has(srv, "\"role\":\"receiver\"") && has(srv, "\"recvs\":1,\"comms\":3,\"memory\":\"host\"")) << srv;
+  EXPECT_TRUE(has(srv, "\"role\":\"receiver\"") &&
+              has(srv, "\"dev\":0,\"device\":\"eth0\",\"recvs\":1,\"comms\":3,\"memory\":\"host\""))
+      << srv;
   std::vector<std::string> rows = jsonRows(c.out), received = jsonRows(srv);
   ASSERT_EQ(rows.size(), 2u * 17) << c.out;  // 16 B .. 1 MiB, bw and lat
   ASSERT_EQ(received.size(), rows.size()) << srv;
