@@ -1,6 +1,7 @@
 #!/bin/bash
 # The fuzz tier of make test: builds the libFuzzer targets (make fuzz-build) and runs each
-# for FUZZ_TEST_SECONDS (default 8) seconds. One test per target.
+# for FUZZ_TEST_SECONDS (default 60) seconds, FUZZ_JOBS (default: the number of CPUs, at
+# most 4) targets at a time. One test per target.
 #   fuzz/tier.sh --count            number of targets
 #   fuzz/tier.sh --counts-file F    run; write "passed failed skipped" to F
 # Skipped, with the reason, when clang cannot build a libFuzzer binary here
@@ -12,8 +13,10 @@ n=$(ls fuzz/*.c 2>/dev/null | wc -l)
 out=${2:?usage: fuzz/tier.sh --counts-file FILE}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 FUZZ_CC=${FUZZ_CC:-clang}
-secs=${FUZZ_TEST_SECONDS:-8}
-echo "== tier fuzz: $n libFuzzer targets x $secs s"
+secs=${FUZZ_TEST_SECONDS:-60}
+FUZZ_JOBS=${FUZZ_JOBS:-$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}
+export FUZZ_JOBS
+echo "== tier fuzz: $n libFuzzer targets x $secs s, $FUZZ_JOBS at a time"
 skip() { echo "SKIP: fuzz tier: $1 ($n tests)"; echo "0 0 $n" >"$out"; exit 0; }
 [ "$secs" = 0 ] && skip "disabled by FUZZ_TEST_SECONDS=0"
 command -v "$FUZZ_CC" >/dev/null || skip "no $FUZZ_CC (apt-get install clang libclang-rt-14-dev)"

@@ -265,6 +265,7 @@ struct ncclIbRequest {
     } send;
     struct {
       int* sizes;                      /* nreqs entries (the sizes records of its slot) */
+      size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
     } recv;
   };
 };
@@ -333,6 +334,8 @@ ncclResult_t ncclIbCloseRecv(void* recvComm);
 ncclResult_t ncclIbCloseListen(void* listenComm);
 /* Check a metadata block received from peer (WARN naming the peer on any problem). */
 ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, const char* peer, int wantNqps);
+/* Check a connect handle before anything is read from it beyond its bytes (WARN, ncclInvalidArgument). */
+ncclResult_t railnetIbCheckHandle(const struct ncclIbHandle* h);
 int railnetIbParamQpsPerConn(void);
 /* Teardown: free the connects their callers abandoned. */
 void railnetIbDropConnectStages(void);
@@ -345,6 +348,19 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
                          void** phandles, void** request);
 ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
 ncclResult_t ncclIbTest(void* request, int* done, int* sizes);
+/* The entry of a fifo slot (NCCL_NET_IB_MAX_RECVS entries as the receiver RDMA-wrote them)
+ * that an isend of size bytes with tag takes, for fifo position pos; taken[r]: entry r has
+ * its isend already. *match = -1 when the slot is not complete yet or no entry has the tag.
+ * A slot announcing 0 or more than 8 buffers, entries that disagree on their number, an
+ * entry smaller than size or without address/rkey for one of the ndevs devices: a WARN
+ * naming the peer and an error. */
+ncclResult_t railnetIbFifoMatch(const volatile struct ncclIbSendFifo* slots, uint64_t pos, const int* taken, int ndevs,
+                                size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match);
+/* The sizes a sender reported for the n buffers of a receive (immediate data or its sizes
+ * records) against what irecv posted: negative or larger is a WARN naming the peer and
+ * ncclRemoteError (the peer is not railnet's, or it is broken). */
+ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
+                                     const union ncclSocketAddress* peerAddr);
 /* "1.2.3.4<5>" of a comm's peer. */
 const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf);
 

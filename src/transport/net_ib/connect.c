@@ -791,7 +791,7 @@ fail:
   return res;
 }
 
-static ncclResult_t checkHandle(const struct ncclIbHandle* h) {
+ncclResult_t railnetIbCheckHandle(const struct ncclIbHandle* h) {
   char a[SOCKET_NAME_MAXLEN];
   if (h->handleMagic != RAILNET_IB_HANDLE_MAGIC) {
     WARN("NET/IB : connect handle is not a railnet IB handle (magic 0x%016llx): truncated, corrupted, or from another "
@@ -844,15 +844,17 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     WARN("NET/IB : connect on device %d, there are %d", dev, ncclNMergedIbDevs < 0 ? 0 : ncclNMergedIbDevs);
     return ncclInvalidUsage;
   }
-  struct ncclIbHandle* h = (struct ncclIbHandle*)opaqueHandle;
   struct ncclIbCommStage* st = stageFind(opaqueHandle);
   ncclResult_t res = ncclSuccess;
   char peer[SOCKET_NAME_MAXLEN];
   if (st == NULL) {
-    NCCLCHECK(checkHandle(h));
+    /* NCCL's handles are byte arrays: read a copy, never the fields in place */
+    struct ncclIbHandle hc;
+    memcpy(&hc, opaqueHandle, sizeof(hc));
+    NCCLCHECK(railnetIbCheckHandle(&hc));
     NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB connect state"));
     st->key = opaqueHandle;
-    memcpy(&st->handle, h, sizeof(st->handle));
+    memcpy(&st->handle, &hc, sizeof(st->handle));
     res = allocComm(1, &st->comm);
     if (res != ncclSuccess) {
       free(st);
@@ -860,8 +862,8 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     }
     st->comm->vDev = dev;
     stageAdd(st);
-    NCCLCHECKGOTO(ncclSocketInit(&st->comm->sock, &h->connectAddr, h->socketMagic, ncclSocketTypeNetIb, NULL, 1),
-                  res, fail);
+    NCCLCHECKGOTO(ncclSocketInit(&st->comm->sock, &st->handle.connectAddr, st->handle.socketMagic,
+                                 ncclSocketTypeNetIb, NULL, 1), res, fail);
     NCCLCHECKGOTO(ncclSocketConnect(&st->comm->sock), res, fail);
     st->state = STAGE_CONNECT;
   }

@@ -62,6 +62,53 @@ static ncclResult_t checkComm(struct ncclIbNetCommBase* base, const char* func) 
 
 /* ------------------------------------------------------------------ send */
 
+ncclResult_t railnetIbFifoMatch(const volatile struct ncclIbSendFifo* slots, uint64_t pos, const int* taken, int ndevs,
+                                size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match) {
+  *match = -1;
+  uint64_t idx = pos + 1;
+  if (slots[0].idx != idx) return ncclSuccess; /* the receiver has not posted it yet */
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  uint32_t nreqs = slots[0].nreqs;
+  char peer[SOCKET_NAME_MAXLEN];
+  if (nreqs < 1 || nreqs > NCCL_NET_IB_MAX_RECVS) {
+    WARN("NET/IB : peer %s posted a receive of %u buffers (1..%d) at fifo position %llu",
+         ncclSocketToString(peerAddr, peer, 1), nreqs, NCCL_NET_IB_MAX_RECVS, (unsigned long long)pos);
+    return ncclRemoteError;
+  }
+  /* one RDMA write carries all entries of the slot, but their bytes may land in any order */
+  for (uint32_t r = 1; r < nreqs; r++)
+    if (slots[r].idx != idx) return ncclSuccess;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  for (uint32_t r = 1; r < nreqs; r++) {
+    if (slots[r].nreqs != nreqs) {
+      WARN("NET/IB : peer %s posted inconsistent clear-to-send entries at fifo position %llu: entry 0 announces %u "
+           "buffers, entry %u announces %u",
+           ncclSocketToString(peerAddr, peer, 1), (unsigned long long)pos, nreqs, r, slots[r].nreqs);
+      return ncclRemoteError;
+    }
+  }
+  for (uint32_t r = 0; r < nreqs; r++) {
+    if (taken[r] || slots[r].tag != (uint32_t)tag) continue;
+    if (size > slots[r].size) {
+      WARN("NET/IB : peer %s: message of %zu bytes (tag %x) but the receive posted for it has %llu bytes: receive "
+           "smaller than send (req %u/%u)",
+           ncclSocketToString(peerAddr, peer, 1), size, tag, (unsigned long long)slots[r].size, r, nreqs);
+      return ncclInvalidUsage;
+    }
+    int badKey = 0;
+    for (int d = 0; d < ndevs && d < NCCL_IB_MAX_DEVS_PER_NIC; d++) badKey |= slots[r].rkeys[d] == 0;
+    if (size > 0 && (slots[r].addr == 0 || badKey)) {
+      WARN("NET/IB : req %u/%u tag %x peer %s posted incorrect receive info: size %llu addr %llx rkeys[0]=%x", r,
+           nreqs, tag, ncclSocketToString(peerAddr, peer, 1), (unsigned long long)slots[r].size,
+           (unsigned long long)slots[r].addr, slots[r].rkeys[0]);
+      return ncclRemoteError;
+    }
+    *match = (int)r;
+    return ncclSuccess;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct ncclIbRequest** reqs = comm->sendReqs[slot];
@@ -145,54 +192,30 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     return ncclInvalidArgument;
   }
   int slot = (int)(base->fifoHead % NET_IB_MAX_REQUESTS);
-  volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
-  uint64_t idx = base->fifoHead + 1;
-  if (slots[0].idx != idx) return ncclSuccess; /* the receiver has not posted it yet */
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  uint32_t nreqs = slots[0].nreqs;
-  char peer[SOCKET_NAME_MAXLEN];
-  if (nreqs < 1 || nreqs > NCCL_NET_IB_MAX_RECVS) {
-    WARN("NET/IB : peer %s posted a receive of %u buffers (1..%d) at fifo position %llu",
-         railnetIbPeerStr(base, peer), nreqs, NCCL_NET_IB_MAX_RECVS, (unsigned long long)base->fifoHead);
-    return ncclRemoteError;
-  }
-  /* one RDMA write carries all entries of the slot, but their bytes may land in any order */
-  for (uint32_t r = 1; r < nreqs; r++)
-    if (slots[r].idx != idx) return ncclSuccess;
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  for (uint32_t r = 0; r < nreqs; r++) {
-    if (comm->sendReqs[slot][r] != NULL || slots[r].tag != (uint32_t)tag) continue;
-    if (size > slots[r].size) {
-      WARN("NET/IB : peer %s: message of %zu bytes (tag %x) but the receive posted for it has %llu bytes: receive "
-           "smaller than send (req %u/%u)",
-           railnetIbPeerStr(base, peer), size, tag, (unsigned long long)slots[r].size, r, nreqs);
-      return ncclInvalidUsage;
-    }
-    if (slots[r].size > 0 && (slots[r].addr == 0 || slots[r].rkeys[0] == 0)) {
-      WARN("NET/IB : req %u/%u tag %x peer %s posted incorrect receive info: size %llu addr %llx rkeys[0]=%x", r,
-           nreqs, tag, railnetIbPeerStr(base, peer), (unsigned long long)slots[r].size,
-           (unsigned long long)slots[r].addr, slots[r].rkeys[0]);
-      return ncclRemoteError;
-    }
-    struct ncclIbRequest* req;
-    NCCLCHECK(getRequest(base, &req));
-    req->type = NCCL_NET_IB_REQ_SEND;
-    req->id = base->fifoHead;
-    req->nreqs = (int)nreqs;
-    req->send.size = size;
-    req->send.data = data;
-    for (int d = 0; d < base->vProps.ndevs; d++) req->send.lkeys[d] = mh->mrs[d]->lkey;
-    for (int i = 0; i < nqpsPerRequest(base); i++) req->events[qpForRequest(base, req->id, i)->devIndex]++;
-    comm->sizes[slot][r] = (int)size;
-    comm->sendReqs[slot][r] = req;
-    comm->sendReqsCnt[slot]++;
-    *request = req;
-    if (comm->sendReqsCnt[slot] < (int)nreqs) return ncclSuccess; /* a multi-receive: wait for the others */
-    NCCLCHECK(multiSend(comm, slot));
-    base->fifoHead++;
-    return ncclSuccess;
-  }
-  return ncclSuccess; /* no entry with this tag: later */
+  int taken[NCCL_NET_IB_MAX_RECVS];
+  for (int r = 0; r < NCCL_NET_IB_MAX_RECVS; r++) taken[r] = comm->sendReqs[slot][r] != NULL;
+  int r = -1;
+  NCCLCHECK(railnetIbFifoMatch(comm->fifo[slot], base->fifoHead, taken, base->vProps.ndevs, size, tag,
+                               &base->sock.addr, &r));
+  if (r < 0) return ncclSuccess; /* not posted yet, or no entry with this tag: later */
+  uint32_t nreqs = comm->fifo[slot][0].nreqs;
+  struct ncclIbRequest* req;
+  NCCLCHECK(getRequest(base, &req));
+  req->type = NCCL_NET_IB_REQ_SEND;
+  req->id = base->fifoHead;
+  req->nreqs = (int)nreqs;
+  req->send.size = size;
+  req->send.data = data;
+  for (int d = 0; d < base->vProps.ndevs; d++) req->send.lkeys[d] = mh->mrs[d]->lkey;
+  for (int i = 0; i < nqpsPerRequest(base); i++) req->events[qpForRequest(base, req->id, i)->devIndex]++;
+  comm->sizes[slot][r] = (int)size;
+  comm->sendReqs[slot][r] = req;
+  comm->sendReqsCnt[slot]++;
+  *request = req;
+  if (comm->sendReqsCnt[slot] < (int)nreqs) return ncclSuccess; /* a multi-receive: wait for the others */
+  NCCLCHECK(multiSend(comm, slot));
+  base->fifoHead++;
+  return ncclSuccess;
 }
 
 /* ------------------------------------------------------------------ receive */
@@ -268,6 +291,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
     for (int d = 0; d < base->vProps.ndevs; d++) elems[i].rkeys[d] = mh->mrs[d]->rkey;
     elems[i].nreqs = (uint32_t)n;
     elems[i].size = sizes[i];
+    req->recv.posted[i] = sizes[i];
     elems[i].tag = (uint32_t)tags[i];
     elems[i].idx = base->fifoHead + 1;
   }
@@ -328,17 +352,27 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
 
 /* ------------------------------------------------------------------ test */
 
-static const char* wcOpcodeStr(enum ibv_wc_opcode op) {
-  switch (op) {
-    case IBV_WC_SEND: return "SEND";
-    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WC_RDMA_READ: return "RDMA_READ";
-    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-    case IBV_WC_BIND_MW: return "BIND_MW";
-    case IBV_WC_RECV: return "RECV";
-    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-    default: return "UNKNOWN";
+ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
+                                     const union ncclSocketAddress* peerAddr) {
+  for (int i = 0; i < n; i++) {
+    if (reported[i] >= 0 && (size_t)reported[i] <= posted[i]) continue;
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB : peer %s reported %d bytes written into receive buffer %d/%d of %zu bytes: the peer is broken or "
+         "not railnet's (every rank must load the same plugin); the data of this receive cannot be trusted",
+         ncclSocketToString(peerAddr, peer, 1), reported[i], i, n, posted[i]);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
+static const char* portStateName(enum ibv_port_state st) {
+  switch (st) {
+    case IBV_PORT_DOWN: return "DOWN";
+    case IBV_PORT_INIT: return "INIT";
+    case IBV_PORT_ARMED: return "ARMED";
+    case IBV_PORT_ACTIVE: return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    default: return "in an unknown state";
   }
 }
 
@@ -358,6 +392,10 @@ static const char* wcStatusHint(enum ibv_wc_status s) {
     case IBV_WC_RNR_RETRY_EXC_ERR:
       return "the receiver had no receive posted (receiver not ready) for longer than the RNR retries allow: the "
              "peer stopped posting receives or its process is hung";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "the local NIC could not execute the work request: on RoCE the port's link went down (soft-RoCE "
+             "fails every posted request at once then); check the port state (ibv_devinfo, ip link) and the cable. "
+             "Otherwise the queue pair was misconfigured";
     case IBV_WC_WR_FLUSH_ERR:
       return "the queue pair had already failed: this request was flushed; the first error above is the cause";
     case IBV_WC_REM_INV_REQ_ERR:
@@ -379,11 +417,30 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp && base->qps[q].qp->qp_num == wc->qp_num) rd = base->qps[q].remDevIndex;
   ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
-  WARN("NET/IB : Got completion from peer %s with status=%s(%d) opcode=%s(%d) vendor_err=%u qp_num=%u on %s:%d "
+  /* ibv_wc.opcode is undefined on an error completion: say which work request failed from
+   * what this comm posts on that QP and what wr_id carries */
+  char what[96];
+  int flushQp = 0;
+  for (int i = 0; i < base->vProps.ndevs; i++)
+    if (base->devs[i].flushQp && base->devs[i].flushQp->qp_num == wc->qp_num) flushQp = 1;
+  if (flushQp)
+    snprintf(what, sizeof(what), "GPUDirect flush read");
+  else if (base->isSend)
+    snprintf(what, sizeof(what), "data RDMA write of fifo slot %llu", (unsigned long long)wc->wr_id);
+  else
+    snprintf(what, sizeof(what), "receive or clear-to-send write of fifo slot %llu", (unsigned long long)wc->wr_id);
+  WARN("NET/IB : Got completion from peer %s with status=%s(%d) vendor_err=%u for the %s on qp_num=%u of %s:%d "
        "(%s comm, localGid %s remoteGid %s)",
-       railnetIbPeerStr(base, peer), wrap_ibv_wc_status_str(wc->status), wc->status, wcOpcodeStr(wc->opcode),
-       wc->opcode, wc->vendor_err, wc->qp_num, dev->devName, dev->portNum, base->isSend ? "send" : "receive", lg, rg);
+       railnetIbPeerStr(base, peer), wrap_ibv_wc_status_str(wc->status), wc->status, wc->vendor_err, what,
+       wc->qp_num, dev->devName, dev->portNum, base->isSend ? "send" : "receive", lg, rg);
   const char* hint = wcStatusHint(wc->status);
+  /* a port that is not active now is the likeliest cause, whatever the status */
+  struct ibv_port_attr pa;
+  memset(&pa, 0, sizeof(pa));
+  if (wrap_ibv_query_port(dev->context, dev->portNum, &pa) == ncclSuccess && pa.state != IBV_PORT_ACTIVE)
+    WARN("NET/IB : HINT: port %s:%d is %s now (its link went down): check the cable, the switch port and `ip link` "
+         "/ ibv_devinfo on this host; NCCL cannot use this NIC until the port is ACTIVE again",
+         dev->devName, dev->portNum, portStateName(pa.state));
   if (hint) WARN("NET/IB : HINT: %s", hint);
   base->failed = 1;
   return ncclRemoteError;
@@ -454,17 +511,26 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
   struct ncclIbNetCommBase* base = r->base;
   for (;;) {
     if (requestDone(r)) {
-      *done = 1;
       int slot = (int)(r->id % NET_IB_MAX_REQUESTS);
       if (r->type == NCCL_NET_IB_REQ_RECV) {
+        ncclResult_t ok = railnetIbCheckRecvSizes(r->recv.posted, r->recv.sizes, r->nreqs, &base->sock.addr);
+        if (ok != ncclSuccess) {
+          ((struct ncclIbRecvComm*)base)->recvReqs[slot] = NULL;
+          r->type = NCCL_NET_IB_REQ_UNUSED;
+          base->failed = 1;
+          return ok;
+        }
+        *done = 1;
         if (sizes)
           for (int i = 0; i < r->nreqs; i++) sizes[i] = r->recv.sizes[i];
         ((struct ncclIbRecvComm*)base)->recvReqs[slot] = NULL;
       } else if (r->type == NCCL_NET_IB_REQ_SEND) {
+        *done = 1;
         if (sizes) sizes[0] = (int)r->send.size;
         struct ncclIbSendComm* sc = (struct ncclIbSendComm*)base;
         if (--sc->sendReqsCnt[slot] == 0) memset(sc->sendReqs[slot], 0, sizeof(sc->sendReqs[slot]));
       }
+      *done = 1;
       r->type = NCCL_NET_IB_REQ_UNUSED;
       return ncclSuccess;
     }
