@@ -114,5 +114,13 @@ else
   fi
 fi
 
+# The fault matrix of this run: one row per case of the netns (Socket) and soft-RoCE (IB,
+# and Socket under netem in the VM) tiers.
+rows=$(cat "$LOGDIR/netns.log" "$LOGDIR"/softroce/*.log 2>/dev/null | grep '^FAULT-MATRIX' | sed 's/^FAULT-MATRIX //')
+if [ -n "$rows" ]; then
+  echo "== fault matrix ($(echo "$rows" | wc -l) cases): transport | case | outcome | time from the fault to the outcome"
+  echo "$rows"
+fi
+
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]

@@ -69,3 +69,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// One row of the fault matrix that make test prints (test/run-tests.sh collects the rows
+// of every tier): transport, case, outcome, seconds from the fault to the outcome.
+inline void faultMatrixRow(const char* transport, const std::string& name, const std::string& outcome, double secs) {
+  printf("FAULT-MATRIX | %-6s | %-40s | %-52s | %5.1f s\n", transport, name.c_str(), outcome.c_str(), secs);
+  fflush(stdout);
+}

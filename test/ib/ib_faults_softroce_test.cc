@@ -241,6 +241,7 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
   ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
   printf("sender's test() failed %.1f ms after the first post to the dead receiver (%s)\n", ns / 1e6,
          what.c_str());
+  faultMatrixRow("ib", "receiver killed mid-transfer", "sender's test() fails: retry exceeded, peer named", ns / 1e9);
   EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN)) << LogCapture::all();
@@ -333,6 +334,7 @@ TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
   ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
   printf("receiver's test() failed %.1f ms after its clear-to-send to the dead sender (%s)\n", ns / 1e6,
          what.c_str());
+  faultMatrixRow("ib", "sender killed mid-transfer", "receiver's test() fails: retry exceeded, peer named", ns / 1e9);
   EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("receive comm", NCCL_LOG_WARN)) << LogCapture::all();

@@ -13,8 +13,10 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <functional>
 #include <string>
 #include <vector>
+#include <arpa/inet.h>
 #include "net_pair.h"
 
 extern "C" {
@@ -574,6 +576,236 @@ TEST_F(IbP2pTest, SixtyFourMiB) {
   Plan p;
   p.groups = singles({64u << 20});
   EXPECT_EQ(transfer(p), "");
+}
+
+// ------------------------------------------------------------------ malicious peers
+// Hand-written peers (and one comm misused on purpose) send what a real railnet never
+// would; each ends in a WARN naming the peer and an error, never in a write out of bounds.
+
+// The receiver announces 1 MiB in its clear-to-send but registered only the first 4 KiB:
+// the sender's RDMA write is refused by the receiving NIC (remote access error), the
+// sender's test() fails with the status and the registration HINT, and not one byte past
+// the registration changes.
+TEST_F(IbP2pTest, ClearToSendAnnouncingMoreThanTheRegistrationFailsWithRemoteAccessError) {
+  env.set("NCCL_IB_TIMEOUT", "12");
+  env.set("NCCL_IB_RETRY_CNT", "2");
+  init();
+  LogCapture cap;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  const size_t kBig = 1 << 20;
+  char* dst = (char*)aligned_alloc(4096, kBig);
+  std::vector<char> src(kBig);
+  ASSERT_NE(dst, nullptr);
+  memset(dst, 0x5a, kBig);
+  netPatternFill(src.data(), kBig, 11);
+  void *smh = nullptr, *rmh = nullptr;
+  ASSERT_EQ(ib->regMr(sc, src.data(), kBig, NCCL_PTR_HOST, &smh), ncclSuccess);
+  ASSERT_EQ(ib->regMr(rc, dst, 4096, NCCL_PTR_HOST, &rmh), ncclSuccess);
+  void* data = dst;
+  size_t size = kBig;  // more than rmh covers
+  int tag = 1;
+  void *rr = nullptr, *sr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &data, &size, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  long long deadline = netNowNs() + 30000000000LL;
+  while (sr == nullptr && netNowNs() < deadline)
+    ASSERT_EQ(ib->isend(sc, src.data(), kBig, 1, smh, nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr);
+  ncclResult_t res = ncclSuccess;
+  int done = 0, got = -1;
+  while (res == ncclSuccess && !done && netNowNs() < deadline) {
+    res = ib->test(sr, &done, &got);
+    int rdone = 0;
+    if (rr) {
+      if (ib->test(rr, &rdone, nullptr) != ncclSuccess || rdone) rr = nullptr;  // fails too (or never completes)
+    }
+  }
+  EXPECT_NE(res, ncclSuccess) << "the send completed into an unregistered range";
+  EXPECT_TRUE(LogCapture::contains("remote access error", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("not (or no longer) covered by its registration", NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("198.18.0.", NCCL_LOG_WARN)) << LogCapture::all();
+  size_t changed = 0;
+  for (size_t i = 4096; i < kBig; i++) changed += dst[i] != 0x5a;
+  EXPECT_EQ(changed, 0u) << "bytes written past the registered 4 KiB";
+  ib->deregMr(sc, smh);
+  ib->deregMr(rc, rmh);
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->closeListen(lc);
+  free(dst);
+}
+
+// A sender that reports more bytes than the receive posted (the sizes records of a
+// multi-receive, tampered with between the two isends of the real sender): the receiver's
+// test() refuses the sizes with a WARN naming the peer instead of handing them to NCCL.
+TEST_F(IbP2pTest, SizesReportedBeyondThePostedReceiveAreRefused) {
+  init();
+  LogCapture cap;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  std::vector<char> a(1000), b(1000), x(1000), y(1000);
+  void *mha = nullptr, *mhb = nullptr, *mhx = nullptr, *mhy = nullptr;
+  ASSERT_EQ(ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha), ncclSuccess);
+  ASSERT_EQ(ib->regMr(sc, b.data(), b.size(), NCCL_PTR_HOST, &mhb), ncclSuccess);
+  ASSERT_EQ(ib->regMr(rc, x.data(), x.size(), NCCL_PTR_HOST, &mhx), ncclSuccess);
+  ASSERT_EQ(ib->regMr(rc, y.data(), y.size(), NCCL_PTR_HOST, &mhy), ncclSuccess);
+  void* data[2] = {x.data(), y.data()};
+  size_t sizes[2] = {500, 1000};
+  int tags[2] = {1, 2};
+  void* mhs[2] = {mhx, mhy};
+  void *rr = nullptr, *s1 = nullptr, *s2 = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 2, data, sizes, tags, mhs, nullptr, &rr), ncclSuccess);
+  long long deadline = netNowNs() + 30000000000LL;
+  while (s1 == nullptr && netNowNs() < deadline)
+    ASSERT_EQ(ib->isend(sc, a.data(), 400, 1, mha, nullptr, &s1), ncclSuccess);
+  ASSERT_NE(s1, nullptr);
+  // the first isend recorded 400 in the sizes the second one writes to the receiver
+  struct ncclIbSendComm* comm = (struct ncclIbSendComm*)sc;
+  int slot = (int)(comm->base.fifoHead % NET_IB_MAX_REQUESTS);
+  ASSERT_EQ(comm->sizes[slot][0], 400);
+  comm->sizes[slot][0] = 1 << 30;
+  ASSERT_EQ(ib->isend(sc, b.data(), 1000, 2, mhb, nullptr, &s2), ncclSuccess);
+  ASSERT_NE(s2, nullptr);
+  std::string err;
+  ASSERT_TRUE(netWait(ib, s1, nullptr, deadline, &err)) << err;
+  ASSERT_TRUE(netWait(ib, s2, nullptr, deadline, &err)) << err;
+  ncclResult_t res = ncclSuccess;
+  int done = 0, got[2] = {-1, -1};
+  while (res == ncclSuccess && !done && netNowNs() < deadline) res = ib->test(rr, &done, got);
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_EQ(got[0], -1) << "sizes handed out despite the error";
+  EXPECT_TRUE(LogCapture::contains("reported 1073741824 bytes written into receive buffer 0/2 of 500 bytes",
+                                   NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("198.18.0.", NCCL_LOG_WARN)) << LogCapture::all();
+  for (auto& p : std::vector<std::pair<void*, void*>>{{sc, mha}, {sc, mhb}, {rc, mhx}, {rc, mhy}})
+    ib->deregMr(p.first, p.second);
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
+// Connection metadata with the right magic but counts out of range, from a peer that
+// passes the socket handshake: each is refused with a WARN naming the peer and what is out
+// of range; the listener keeps serving.
+TEST_F(IbP2pTest, MetadataWithOutOfRangeCountsIsRefused) {
+  init();
+  LogCapture cap;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* lc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  struct ncclIbHandle h;
+  memcpy(&h, handle, sizeof(h));
+  struct Case {
+    const char* what;
+    std::function<void(struct ncclIbConnectionMetadata*)> spoil;
+    const char* warn;
+  };
+  std::vector<Case> cases = {
+      {"99 devices", [](struct ncclIbConnectionMetadata* m) { m->ndevs = 99; }, "99 devices"},
+      {"500 QPs", [](struct ncclIbConnectionMetadata* m) { m->nqps = 500; }, "500 QPs"},
+      {"negative QPs", [](struct ncclIbConnectionMetadata* m) { m->nqps = -3; }, "-3 QPs"},
+      {"QP on device 7 of 1", [](struct ncclIbConnectionMetadata* m) { m->qpInfo[0].devIndex = 7; },
+       "on device 7 of 1"},
+      {"MTU 9", [](struct ncclIbConnectionMetadata* m) { m->devs[0].mtu = 9; }, "mtu 9"},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    LogCapture::lines().clear();
+    struct ncclIbConnectionMetadata m;
+    memset(&m, 0, sizeof(m));
+    m.magic = RAILNET_IB_META_MAGIC;
+    m.version = RAILNET_IB_META_VERSION;
+    m.ndevs = 1;
+    m.nqps = 1;
+    m.fifoAddr = 0x10000;
+    m.devs[0].linkLayer = IBV_LINK_LAYER_ETHERNET;
+    m.devs[0].mtu = IBV_MTU_1024;
+    m.devs[0].fifoRkey = 0x42;
+    m.qpInfo[0].qpn = 0x99;
+    c.spoil(&m);
+    struct ncclSocket bad;
+    ASSERT_EQ(ncclSocketInit(&bad, &h.connectAddr, h.socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
+    ASSERT_EQ(ncclSocketConnect(&bad), ncclSuccess);
+    ASSERT_EQ(ncclSocketSend(&bad, &m, (int)sizeof(m)), ncclSuccess);
+    void* rc = nullptr;
+    long long deadline = netNowNs() + 10000000000LL;
+    while (!LogCapture::contains("refused the connection from") && netNowNs() < deadline) {
+      ASSERT_EQ(ib->accept(lc, &rc, nullptr), ncclSuccess);
+      ASSERT_EQ(rc, nullptr);
+    }
+    EXPECT_TRUE(LogCapture::contains("sent invalid", NCCL_LOG_WARN)) << LogCapture::all();
+    EXPECT_TRUE(LogCapture::contains(c.warn, NCCL_LOG_WARN)) << LogCapture::all();
+    ncclSocketClose(&bad);
+  }
+  // still serving
+  void *sc = nullptr, *rc = nullptr;
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
+// The other direction: a fake listener that answers a real connect() with metadata whose
+// QP count differs from the connect's own: connect fails with a WARN naming the listener.
+TEST_F(IbP2pTest, ListenerAnsweringWithBadMetadataFailsTheConnect) {
+  init();
+  LogCapture cap;
+  struct ncclSocket ls;
+  union ncclSocketAddress any;
+  memset(&any, 0, sizeof(any));
+  any.sin.sin_family = AF_INET;
+  inet_pton(AF_INET, "198.18.0.1", &any.sin.sin_addr);
+  const uint64_t magic = 0x5eed5eed12345678ULL;
+  ASSERT_EQ(ncclSocketInit(&ls, &any, magic, ncclSocketTypeNetIb, nullptr, 1), ncclSuccess);
+  ASSERT_EQ(ncclSocketListen(&ls), ncclSuccess);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  memset(handle, 0, sizeof(handle));
+  struct ncclIbHandle h;
+  memset(&h, 0, sizeof(h));
+  h.handleMagic = RAILNET_IB_HANDLE_MAGIC;
+  h.connectAddr = ls.addr;
+  h.socketMagic = magic;
+  memcpy(handle, &h, sizeof(h));
+  void* sc = nullptr;
+  ASSERT_EQ(ib->connect(ctx, 1, handle, &sc, nullptr), ncclSuccess);
+  struct ncclSocket peer;
+  ASSERT_EQ(ncclSocketInit(&peer, nullptr, magic, ncclSocketTypeNetIb, nullptr, 1), ncclSuccess);
+  ASSERT_EQ(ncclSocketAccept(&peer, &ls), ncclSuccess);
+  ncclResult_t res = ncclSuccess;
+  struct ncclIbConnectionMetadata theirs;
+  int offset = 0, ready = 0;
+  long long deadline = netNowNs() + 20000000000LL;
+  while (!ready && netNowNs() < deadline) {
+    ASSERT_EQ(ib->connect(ctx, 1, handle, &sc, nullptr), ncclSuccess);
+    ASSERT_EQ(ncclSocketReady(&peer, &ready), ncclSuccess);
+  }
+  ASSERT_TRUE(ready);
+  while (offset < (int)sizeof(theirs) && netNowNs() < deadline) {
+    ASSERT_EQ(ib->connect(ctx, 1, handle, &sc, nullptr), ncclSuccess);
+    int closed = 0;
+    ASSERT_EQ(ncclSocketProgress(NCCL_SOCKET_RECV, &peer, &theirs, sizeof(theirs), &offset, &closed), ncclSuccess);
+    ASSERT_FALSE(closed);
+  }
+  ASSERT_EQ(offset, (int)sizeof(theirs));
+  ASSERT_EQ(theirs.magic, RAILNET_IB_META_MAGIC);
+  struct ncclIbConnectionMetadata bad = theirs;
+  bad.nqps = theirs.nqps + 1;  // not what the connect side created
+  bad.qpInfo[theirs.nqps] = theirs.qpInfo[0];
+  ASSERT_EQ(ncclSocketSend(&peer, &bad, (int)sizeof(bad)), ncclSuccess);
+  while (res == ncclSuccess && sc == nullptr && netNowNs() < deadline) res = ib->connect(ctx, 1, handle, &sc, nullptr);
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_EQ(sc, nullptr);
+  EXPECT_TRUE(LogCapture::contains("sent invalid connection metadata", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("as many as ours", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("198.18.0.1", NCCL_LOG_WARN)) << LogCapture::all();
+  ncclSocketClose(&peer);
+  ncclSocketClose(&ls);
 }
 
 }  // namespace

@@ -227,10 +227,7 @@ TEST_F(TwoHosts, SilentlyDroppingPeerEndsInTheUnreachableWarn) {
 // Each case ends in correct data or in an error within a bounded time with a WARN that
 // names the cause; every case prints one row of the table that make test shows.
 
-void faultRow(const char* name, const char* outcome, double secs) {
-  printf("FAULT-MATRIX | socket | %-34s | %-44s | %5.1f s\n", name, outcome, secs);
-  fflush(stdout);
-}
+void faultRow(const char* name, const char* outcome, double secs) { faultMatrixRow("socket", name, outcome, secs); }
 
 // The listen port inside a handle (bytes 18..19 of the Socket handle: after two magics
 // and the address family).

@@ -75,7 +75,7 @@ if [ ${#jobs[@]} -gt 0 ]; then
     [ -f "$log" ] || : >"$log"
     # Each result line, and each failure with the two lines that explain it.
     grep -E -A2 'Failure$' "$log" | grep -v '^--$' | head -200
-    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^SKIP:|WARN' "$log" |
+    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^SKIP:|^FAULT-MATRIX|WARN' "$log" |
       grep -v -E '^\[  (FAILED|SKIPPED) \] [0-9]+ test' | head -400
     count_gtest "$log" "$rc"
     ran=$((ran + 1))
