@@ -39,7 +39,7 @@ SHARED := $(LIBDIR)/librailnet.so
 
 TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
 
-.PHONY: all lib tools examples test demo install clean deps-build deps-test bench bench-build
+.PHONY: sanitize-softroce-build all lib tools examples test demo install clean deps-build deps-test bench bench-build
 all: lib tools examples
 
 lib: $(PLUGIN) $(STATIC) $(SHARED)
@@ -120,8 +120,10 @@ $(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
 
 test-build: lib tools examples $(TEST_BINS) $(SOFTROCE_BINS)
 
-# What the sanitizer tier of test/run-tests.sh builds (with SANITIZE=... BUILD=...).
+# What the sanitizer tier of test/run-tests.sh builds (with SANITIZE=... BUILD=...), and the
+# soft-RoCE tier's binaries it runs in the VM too.
 sanitize-build: lib tools examples $(TEST_BINS)
+sanitize-softroce-build: $(SOFTROCE_BINS)
 
 test: deps-test
 	@$(MAKE) --no-print-directory test-build

@@ -95,8 +95,9 @@ if [ -x fuzz/tier.sh ]; then
   fi
 fi
 
-# 6. sanitizers: the unit and netns tiers again, built with -fsanitize=address,undefined
-#    in their own tree (skipped when this run is itself sanitized, or SANITIZE_TIER=0)
+# 6. sanitizers: the unit, netns and soft-RoCE tiers again, built with
+#    -fsanitize=address,undefined in their own tree (skipped when this run is itself
+#    sanitized, or SANITIZE_TIER=0)
 if [ -n "${SANITIZE:-}" ] || [ "${SANITIZE_TIER:-1}" = 0 ]; then
   echo "SKIP: sanitizer tier (this run is ${SANITIZE:+already sanitized}${SANITIZE:-disabled by SANITIZE_TIER=0})"
 else
@@ -106,6 +107,30 @@ else
     LD_LIBRARY_PATH="$PWD/$SANBUILD/lib" run_gtest sanitize-unit "$SANBUILD/test/unit_tests"
     if [ "$(id -u)" -eq 0 ] && [ -x "$SANBUILD/test/netns_tests" ]; then
       LD_LIBRARY_PATH="$PWD/$SANBUILD/lib" run_gtest sanitize-netns "$SANBUILD/test/netns_tests"
+    fi
+    # the soft-RoCE tier's binaries, sanitized, in the same VM image as the plain tier
+    if [ "$SOFTROCE" = 0 ]; then
+      echo "SKIP: sanitized soft-RoCE tier (SOFTROCE=0) ($(test/softroce/tier.sh --count) tests)"
+      SKIPPED=$((SKIPPED + $(test/softroce/tier.sh --count)))
+    elif make --no-print-directory -s SANITIZE=address,undefined BUILD=$SANBUILD sanitize-softroce-build \
+         >>"$LOGDIR/sanitize-build.log" 2>&1; then
+      [ -e "$SANBUILD/softroce" ] || ln -s "$PWD/$BUILD/softroce" "$SANBUILD/softroce"
+      out="$LOGDIR/softroce-sanitize.counts"
+      rm -f "$out"
+      echo "== tier sanitize-softroce: the soft-RoCE tier's binaries under ASan+UBSan"
+      LD_LIBRARY_PATH="$PWD/$SANBUILD/lib" RAILNET_BUILD="$PWD/$SANBUILD" \
+        SOFTROCE_LOGDIR="$PWD/$LOGDIR/softroce-sanitize" test/softroce/tier.sh --counts-file "$out"
+      if [ -f "$out" ]; then
+        read -r p f s <"$out"
+        PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+      else
+        echo "sanitized soft-RoCE tier ended without results: counted as 1 failure"
+        FAILED=$((FAILED + 1))
+      fi
+    else
+      tail -n 30 "$LOGDIR/sanitize-build.log"
+      echo "sanitized soft-RoCE build failed: counted as 1 failure"
+      FAILED=$((FAILED + 1))
     fi
   else
     tail -n 30 "$LOGDIR/sanitize-build.log"

@@ -12,6 +12,10 @@ extern "C" {
  * and port, socket and thread counts. WARNs and returns ncclInvalidArgument if invalid. */
 ncclResult_t railnetSocketCheckHandle(const void* handle);
 
+/* Tests: forget the interfaces found by the first init, so that the next init looks
+ * again (under the test's NCCL_SOCKET_IFNAME). Comms already made keep their sockets. */
+void railnetSocketResetDevices(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -96,6 +96,12 @@ static ncclResult_t devicesInit(void) {
   return res;
 }
 
+void railnetSocketResetDevices(void) {
+  pthread_mutex_lock(&devLock);
+  ndevs = -1;
+  pthread_mutex_unlock(&devLock);
+}
+
 static ncclResult_t checkDev(int dev, const char* call) {
   if (dev < 0 || dev >= ndevs) {
     WARN("NET/Socket : %s on device %d, but there are %d devices (0..%d)", call, dev, ndevs < 0 ? 0 : ndevs,

@@ -20,6 +20,7 @@ extern "C" {
 #include "ibvwrap.h"
 #include "../../src/transport/net_ib/common.h"
 }
+#include "ib_test_env.h"
 
 namespace {
 
@@ -264,7 +265,7 @@ TEST_F(IbDiscoveryTest, PortWhoseNetdevGoesDownIsLoggedAndSkipped) {
     after = names();
   }
   // bring it back whatever happened, and wait for both ports, or later tests would fail
-  int upRc = system(("ip link set " + netdev + " up").c_str());
+  int upRc = softroceLinkUp(netdev);
   bool back = waitFor([&] { return active(devs[0]) && active(devs[1]); }, 20000);
   EXPECT_TRUE(wentDown) << dev << " stayed ACTIVE with " << netdev << " down";
   EXPECT_TRUE(logged) << LogCapture::all();

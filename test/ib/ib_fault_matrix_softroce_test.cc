@@ -31,6 +31,7 @@ extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
 #include "railnet.h"
+#include "net_socket.h"
 #include "socket.h"
 #include "../../src/transport/net_ib/common.h"
 }
@@ -346,7 +347,7 @@ TEST_F(IbFaultMatrix, LinkDownOneSecondThenUpAgain) {
     downAt = netNowNs();
     upper = std::thread([] {
       sleep(1);
-      sh("ip link set veth0 up");
+      softroceLinkUp("veth0");
     });
   });
   double secs = (netNowNs() - downAt) / 1e9;
@@ -391,7 +392,7 @@ TEST_F(IbFaultMatrix, LinkDownForGood) {
     downAt = netNowNs();
   });
   double secs = (netNowNs() - downAt) / 1e9;
-  sh("ip link set veth0 up");
+  EXPECT_EQ(softroceLinkUp("veth0"), 0);
   EXPECT_NE(err, "") << "the transfer completed across a link that was down";
   EXPECT_LT(secs, 20.0) << err;
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN) ||
@@ -505,6 +506,7 @@ class NetemFaultMatrix : public IbFaultMatrix {
     env.set("NCCL_NSOCKS_PERTHREAD", "2");
     const ncclNet_t* net = railnetGetNet("socket");
     ASSERT_NE(net, nullptr);
+    railnetSocketResetDevices();  // an earlier test of this process may have found other interfaces
     void* sctx = nullptr;
     ASSERT_EQ(net->init(&sctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
     LogCapture cap;
@@ -533,6 +535,7 @@ class NetemFaultMatrix : public IbFaultMatrix {
     p.close();
     net->closeListen(lc);
     net->finalize(sctx);
+    railnetSocketResetDevices();
     faultMatrixRow("socket", name, err.empty() ? "correct data" : "FAILED: " + err, secs);
   }
 };

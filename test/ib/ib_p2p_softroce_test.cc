@@ -72,6 +72,16 @@ std::string runSide(void* comm, bool send, const Plan& plan) {
     int k = -1;
   };
   std::vector<Group> slots(plan.inflight);
+  // an early return (an error) deregisters what is still registered: no handle outlives it
+  struct Cleanup {
+    void* comm;
+    std::vector<Group>* slots;
+    ~Cleanup() {
+      for (Group& g : *slots)
+        for (Buf& b : g.bufs)
+          if (b.mh) ib->deregMr(comm, b.mh);
+    }
+  } cleanup{comm, &slots};
   size_t next = 0, completed = 0, slot = 0;
   while (completed < plan.groups.size()) {
     while (next < plan.groups.size() && next - completed < (size_t)plan.inflight) {
@@ -136,8 +146,11 @@ std::string runSide(void* comm, bool send, const Plan& plan) {
                  std::to_string(msgs[idx].sendSize) + " bytes: wrong byte at " + std::to_string(bad);
       }
     }
-    for (Buf& b : g.bufs)
-      if (ib->deregMr(comm, b.mh) != ncclSuccess) return "deregMr failed";
+    for (Buf& b : g.bufs) {
+      void* mh = b.mh;
+      b.mh = nullptr;
+      if (ib->deregMr(comm, mh) != ncclSuccess) return "deregMr failed";
+    }
     g.bufs.clear();
     completed++;
     slot = (slot + 1) % plan.inflight;

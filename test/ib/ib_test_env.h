@@ -1,6 +1,8 @@
 // Set-up shared by the soft-RoCE fixtures that move data between two RDMA devices.
 // Include after test_util.h, ibvwrap.h and net_ib/common.h.
 #pragma once
+#include <stdio.h>
+#include <stdlib.h>
 #include <string>
 
 // Forgets earlier discovery, checks that libibverbs lists two devices and clears the IB
@@ -17,4 +19,35 @@ inline std::string ibTwoDevicesOrWhy(ScopedEnv& env) {
                         "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_DISABLE", "SYSFS_PATH", "NCCL_IB_USE_INLINE"})
     env.unset(v);
   return "";
+}
+
+// Brings a netdev of the tier's veth pair back up and restores what the kernel dropped
+// with the link: the per-address routes of table 100 and the static neighbours that make
+// 198.18.0.1 <-> 198.18.0.2 cross the veth pair (test/softroce/guest.sh sets them up).
+// Without them, TCP between the two addresses falls back to lo after a link flap.
+// Returns the exit status of the last command (0: all done).
+inline int softroceLinkUp(const std::string& netdev) {
+  int rc = system(("ip link set " + netdev + " up").c_str());
+  const char* nd = getenv("SOFTROCE_NETDEVS");
+  const char* ad = getenv("SOFTROCE_ADDRS");
+  if (nd == nullptr || ad == nullptr) return rc;
+  char n0[64], n1[64], a0[64], a1[64];
+  if (sscanf(nd, "%63s %63s", n0, n1) != 2 || sscanf(ad, "%63s %63s", a0, a1) != 2) return rc;
+  auto mac = [](const char* dev) {
+    std::string p = std::string("/sys/class/net/") + dev + "/address", m;
+    FILE* f = fopen(p.c_str(), "r");
+    char b[64] = "";
+    if (f) {
+      if (fgets(b, sizeof(b), f)) m = b;
+      fclose(f);
+    }
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    return m;
+  };
+  std::string m0 = mac(n0), m1 = mac(n1);
+  std::string cmd = std::string("ip route replace ") + a1 + "/32 dev " + n0 + " src " + a0 + " table 100 && " +
+                    "ip route replace " + a0 + "/32 dev " + n1 + " src " + a1 + " table 100 && " +
+                    "ip neigh replace " + a1 + " lladdr " + m1 + " dev " + n0 + " nud permanent && " +
+                    "ip neigh replace " + a0 + " lladdr " + m0 + " dev " + n1 + " nud permanent";
+  return rc != 0 ? rc : system(cmd.c_str());
 }

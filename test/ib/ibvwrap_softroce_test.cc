@@ -161,9 +161,10 @@ int memlockChild(struct ibv_device* dev, int fd) {
     status = 4;
     goto done;
   }
-  if (mlock(buf, len) == 0) {
+  // the system call itself: AddressSanitizer replaces mlock() with a no-op that succeeds
+  if (syscall(SYS_mlock, buf, len) == 0) {
     out += "mlock of 4 MiB still works: the limit is not enforced on this process\n";
-    munlock(buf, len);
+    syscall(SYS_munlock, buf, len);
     status = 5;
     goto done;
   }

@@ -12,7 +12,8 @@
 #   OUTDIR/console.log                the VM's serial console
 # COMMANDs run one after the other (each may start background processes and wait), and
 # see SOFTROCE_DEVS, SOFTROCE_ADDRS, SOFTROCE_GID_INDEXES, SOFTROCE_NETDEVS, SOFTROCE_OUT
-# (see guest.sh) plus the caller's LD_LIBRARY_PATH, PATH, RAILNET_*, NCCL_*, GTEST_*.
+# (see guest.sh) plus the caller's LD_LIBRARY_PATH, PATH, RAILNET_*, NCCL_*, GTEST_* and the
+# sanitizers' ASAN_*, LSAN_*, UBSAN_* options.
 #
 # Exit status: 0 all commands exited 0; 1 some command failed; 2 the VM or the device
 # setup failed (its console log is printed).
@@ -63,7 +64,7 @@ fi
 rm -rf "$OUT"
 mkdir -p "$OUT" && : >"$OUT/jobs" || fail "cannot create $OUT"
 {
-  for v in PATH LD_LIBRARY_PATH $(compgen -e | grep -E '^(RAILNET|NCCL|GTEST|SOFTROCE)_'); do
+  for v in PATH LD_LIBRARY_PATH $(compgen -e | grep -E '^(RAILNET|NCCL|GTEST|SOFTROCE|ASAN|LSAN|UBSAN)_'); do
     [ -n "${!v+set}" ] && declare -p "$v" | sed 's/^declare -[a-z]* /export /'
   done
   printf 'export SOFTROCE_CWD=%q\n' "$PWD"
