@@ -829,11 +829,15 @@ static int runServer(void* listenComm) {
         sendAck(&e, NULL);
         stream(&e, 0, size, cfg.iters, cfg.window, &got, NULL);
       } else {
+        /* the receive of ping k+1 is posted before pong k goes out, as the client posts its
+         * pong receive before its ping: no clear-to-send waits inside the timed round trip */
+        msgReqs ping;
+        postMsg(&e, 0, 0, size, &ping);
         for (int k = 0; k < n; k++) {
           msgReqs m;
           tally sent = {0};
-          postMsg(&e, 0, k % e.n, size, &m);
-          waitMsg(&e, 0, size, &m, &got);
+          waitMsg(&e, 0, size, &ping, &got);
+          if (k + 1 < n) postMsg(&e, 0, (k + 1) % e.n, size, &ping);
           postMsg(&e, 1, k % e.n, size, &m);
           waitMsg(&e, 1, size, &m, &sent);
         }
