@@ -821,4 +821,172 @@ TEST_F(IbP2pTest, ListenerAnsweringWithBadMetadataFailsTheConnect) {
   ncclSocketClose(&ls);
 }
 
+// ------------------------------------------------------------------ QP settings, fused devices
+
+// Moves `sizes` from sc to rc in this process (receive posted first), checking data and sizes.
+std::string moveInProcess(void* sc, void* rc, const std::vector<size_t>& sizes, int seed) {
+  long long deadline = netNowNs() + 60000000000LL;
+  for (size_t k = 0; k < sizes.size(); k++) {
+    std::vector<char> a(sizes[k] ? sizes[k] : 1), b(sizes[k] + 64);
+    netPatternFill(a.data(), sizes[k], seed + (int)k);
+    void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
+    if (ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha) != ncclSuccess ||
+        ib->regMr(rc, b.data(), b.size(), NCCL_PTR_HOST, &mhb) != ncclSuccess)
+      return "regMr failed";
+    void* data = b.data();
+    size_t size = b.size();
+    int tag = (int)k;
+    if (ib->irecv(rc, 1, &data, &size, &tag, &mhb, nullptr, &rr) != ncclSuccess || rr == nullptr)
+      return "irecv failed";
+    while (sr == nullptr && netNowNs() < deadline)
+      if (ib->isend(sc, a.data(), sizes[k], (int)k, mha, nullptr, &sr) != ncclSuccess) return "isend failed";
+    std::string err;
+    int s1 = -1, s2 = -1;
+    if (sr == nullptr) return "no clear-to-send";
+    if (!netWait(ib, sr, &s1, deadline, &err) || !netWait(ib, rr, &s2, deadline, &err)) return err;
+    if (s2 != (int)sizes[k]) return "message " + std::to_string(k) + ": receiver reported " + std::to_string(s2);
+    size_t bad = 0;
+    if (!netPatternCheck(b.data(), sizes[k], seed + (int)k, &bad))
+      return "message " + std::to_string(k) + ": wrong byte at " + std::to_string(bad);
+    ib->deregMr(sc, mha);
+    ib->deregMr(rc, mhb);
+  }
+  return "";
+}
+
+// NCCL_IB_SL, NCCL_IB_TC, NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT and NCCL_IB_PKEY end up in the
+// queue pairs of both ends (read back with ibv_query_qp; the SL on InfiniBand only), and the
+// comm moves data with them; without NCCL_IB_TC the comm config's trafficClass is used (and
+// never as the service level). NCCL_IB_PKEY reaches the QPs (a NIC that checks the index
+// refuses one beyond its table, with a WARN naming the variable; rxe does not check).
+TEST_F(IbP2pTest, QpAttributesCarryTheIbEnvironment) {
+  env.set("NCCL_IB_SL", "3");
+  env.set("NCCL_IB_TC", "106");
+  env.set("NCCL_IB_TIMEOUT", "16");
+  env.set("NCCL_IB_RETRY_CNT", "5");
+  init();
+  LogCapture cap;
+  auto check = [&](void* comm, int tc, int sl, const char* side) {
+    struct ncclIbNetCommBase* base = (struct ncclIbNetCommBase*)comm;
+    ASSERT_GE(base->nqps, 1);
+    for (int q = 0; q < base->nqps; q++) {
+      struct ibv_qp_attr attr;
+      struct ibv_qp_init_attr init;
+      memset(&attr, 0, sizeof(attr));
+      ASSERT_EQ(wrap_ibv_query_qp(base->qps[q].qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                  IBV_QP_PKEY_INDEX, &init), ncclSuccess);
+      EXPECT_EQ(attr.qp_state, IBV_QPS_RTS) << side << " QP " << q;
+      // RoCE packets carry no service level (rxe keeps none): NCCL_IB_SL shows on InfiniBand only
+      if (ncclIbDevs[base->devs[base->qps[q].devIndex].ibDevN].link == IBV_LINK_LAYER_INFINIBAND) {
+        EXPECT_EQ(attr.ah_attr.sl, sl) << side << " QP " << q;
+      }
+      EXPECT_EQ(attr.ah_attr.grh.traffic_class, tc) << side << " QP " << q;
+      EXPECT_EQ(attr.pkey_index, 0) << side << " QP " << q;
+      if (base->isSend) {  // the responder side of the sender's QPs is idle: check the requester's timers
+        EXPECT_EQ(attr.timeout, 16) << side << " QP " << q;
+        EXPECT_EQ(attr.retry_cnt, 5) << side << " QP " << q;
+      }
+    }
+  };
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  check(sc, 106, 3, "sender");
+  check(rc, 106, 3, "receiver");
+  EXPECT_EQ(moveInProcess(sc, rc, {1, 4096, 100003}, 5), "") << LogCapture::all();
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  // the comm config's traffic class when NCCL_IB_TC is not set (ncclNet v10+ per-comm config)
+  env.unset("NCCL_IB_TC");
+  env.unset("NCCL_IB_SL");
+  ncclNetCommConfig_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.trafficClass = 96;
+  void* cctx = nullptr;
+  ASSERT_EQ(ib->init(&cctx, 0, &cfg, nullptr, nullptr), ncclSuccess);
+  sc = rc = nullptr;
+  ASSERT_TRUE(netConnectPair(ib, cctx, 1, handle, lc, &sc, &rc));
+  check(sc, 96, 0, "sender (config)");  // a traffic class, not a service level
+  check(rc, 96, 0, "receiver (config)");
+  EXPECT_EQ(moveInProcess(sc, rc, {77777}, 9), "") << LogCapture::all();
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->finalize(cctx);
+  // a partition key index beyond the port's table: a NIC that checks it fails the connection
+  // with a WARN naming NCCL_IB_PKEY; soft-RoCE does not check, and the QPs show the index
+  struct ibv_port_attr pa;
+  ASSERT_EQ(wrap_ibv_query_port(ncclIbDevs[1].context, ncclIbDevs[1].portNum, &pa), ncclSuccess);
+  int pkey = (int)pa.pkey_tbl_len;
+  env.set("NCCL_IB_PKEY", std::to_string(pkey).c_str());
+  sc = rc = nullptr;
+  ncclResult_t r = ncclSuccess, ra = ncclSuccess;
+  long long deadline = netNowNs() + 20000000000LL;
+  while (r == ncclSuccess && ra == ncclSuccess && (sc == nullptr || rc == nullptr) && netNowNs() < deadline) {
+    if (sc == nullptr) r = ib->connect(ctx, 1, handle, &sc, nullptr);
+    if (rc == nullptr) ra = ib->accept(lc, &rc, nullptr);
+  }
+  if (r != ncclSuccess || ra != ncclSuccess) {
+    EXPECT_TRUE(LogCapture::contains("RESET->INIT failed (NCCL_IB_PKEY=" + std::to_string(pkey) + ")", NCCL_LOG_WARN))
+        << LogCapture::all();
+    printf("NCCL_IB_PKEY=%d (the port has %d entries): connection refused with the WARN\n", pkey, pkey);
+  } else {
+    ASSERT_NE(sc, nullptr);
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_EQ(wrap_ibv_query_qp(((struct ncclIbNetCommBase*)sc)->qps[0].qp, &attr, IBV_QP_PKEY_INDEX, &init),
+              ncclSuccess);
+    EXPECT_EQ(attr.pkey_index, pkey);
+    printf("NCCL_IB_PKEY=%d (the port has %d entries): accepted by this device, the QP shows index %d\n", pkey,
+           pkey, attr.pkey_index);
+  }
+  if (sc) ib->closeSend(sc);
+  if (rc) ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
+// A fused device (makeVDevice of rxe0+rxe1) on both ends: one QP per physical device, data
+// split across them, clear-to-send entries carrying an rkey per device; every message
+// arrives intact and both devices carried packets.
+TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
+  env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
+  init();
+  LogCapture cap;
+  ncclNetVDeviceProps_t vp;
+  memset(&vp, 0, sizeof(vp));
+  vp.ndevs = 2;
+  vp.devs[0] = 0;
+  vp.devs[1] = 1;
+  int d = -1;
+  ASSERT_EQ(ib->makeVDevice(&d, &vp), ncclSuccess);
+  auto sent = [](const char* dev) {
+    std::string p = std::string("/sys/class/infiniband/") + dev + "/ports/1/hw_counters/sent_pkts";
+    FILE* f = fopen(p.c_str(), "r");
+    long long v = -1;
+    if (f) {
+      if (fscanf(f, "%lld", &v) != 1) v = -1;
+      fclose(f);
+    }
+    return v;
+  };
+  long long s0 = sent("rxe0"), s1 = sent("rxe1");
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, d, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, d, handle, lc, &sc, &rc)) << LogCapture::all();
+  struct ncclIbNetCommBase* base = (struct ncclIbNetCommBase*)sc;
+  EXPECT_EQ(base->vProps.ndevs, 2);
+  ASSERT_EQ(base->nqps, 2);
+  EXPECT_NE(base->qps[0].devIndex, base->qps[1].devIndex);
+  EXPECT_EQ(moveInProcess(sc, rc, {0, 1, 4095, 65536 + 3, 1 << 20}, 21), "") << LogCapture::all();
+  if (s0 >= 0 && s1 >= 0) {
+    EXPECT_GT(sent("rxe0"), s0);
+    EXPECT_GT(sent("rxe1"), s1);
+  }
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
 }  // namespace

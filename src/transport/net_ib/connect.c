@@ -656,12 +656,13 @@ static void fillDevInfo(struct ncclIbNetCommBase* base, int i, struct ncclIbDevI
   d->fifoRkey = rkey;
 }
 
-/* Traffic class and service level of a connection (the connector decides). */
+/* Traffic class and service level of a connection (the connector decides). The comm
+ * config's trafficClass is a traffic class: it never becomes the 4-bit service level. */
 static void connTcSl(void* ctx, int* tc, int* sl) {
   int cfg = ctx ? ((ncclNetCommConfig_t*)ctx)->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
   int64_t envTc = railnetParamInt(&qpParams[P_TC]), envSl = railnetParamInt(&qpParams[P_SL]);
-  *tc = envTc != -1 ? (int)envTc : cfg != NCCL_NET_TRAFFIC_CLASS_UNDEF ? cfg : 0;
-  *sl = envSl != -1 ? (int)envSl : cfg != NCCL_NET_TRAFFIC_CLASS_UNDEF ? cfg : 0;
+  *tc = envTc != -1 ? (int)envTc : (cfg != NCCL_NET_TRAFFIC_CLASS_UNDEF && cfg >= 0 && cfg <= 255) ? cfg : 0;
+  *sl = envSl != -1 ? (int)envSl : 0;
 }
 
 ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, const char* peer, int wantNqps) {
