@@ -5,6 +5,7 @@
  */
 #ifndef RAILNET_FUZZ_COMMON_H
 #define RAILNET_FUZZ_COMMON_H
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +60,49 @@ static inline void fuzzSetup(void) {
   unsetenv("NCCL_DEBUG_FILE");
   railnetSetLogger(fuzzLogger);
   (void)railnetDebugEnabled(NCCL_LOG_WARN, NCCL_ALL);
+}
+
+/* connect() of a fuzz client to a listener on this host. Hundreds of thousands of loopback
+ * connections a minute (two socket targets at once in the fuzz tier) run one source
+ * address's local ports dry: an IPv4 client takes its source from 127.0.0.1 .. 127.0.0.254
+ * in turn (the port picked at connect, IP_BIND_ADDRESS_NO_PORT), and EADDRNOTAVAIL/EAGAIN
+ * are retried for up to 5 s. A connect interrupted by libFuzzer's SIGALRM (EINTR) goes on
+ * in the kernel: its outcome is awaited (5 s). Returns 0, or the errno of the failure. */
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+static inline int fuzzConnect(int fd, const struct sockaddr* addr, socklen_t len) {
+  static unsigned n;
+  if (addr->sa_family == AF_INET) {
+    struct sockaddr_in src;
+    memset(&src, 0, sizeof(src));
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl(0x7f000001u + (n++ % 254));
+    int one = 1;
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr*)&src, sizeof(src)) != 0) return errno;
+  }
+  for (int i = 0; i < 5000; i++) {
+    if (connect(fd, addr, len) == 0) return 0;
+    int e = errno;
+    if (e == EINTR || e == EALREADY || e == EINPROGRESS) {
+      /* interrupted (libFuzzer's SIGALRM): the connection goes on; wait for its outcome */
+      struct pollfd p = {fd, POLLOUT, 0};
+      int r = poll(&p, 1, 5000);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return ETIMEDOUT;
+      int soErr = 0;
+      socklen_t l = sizeof(soErr);
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soErr, &l) != 0) return errno;
+      return soErr;
+    }
+    if (e == EISCONN) return 0;
+    if (e != EADDRNOTAVAIL && e != EAGAIN) return e;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return EADDRNOTAVAIL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);

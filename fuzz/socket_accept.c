@@ -37,7 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64) size = 64;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   FUZZ_CHECK(fd >= 0, "socket");
-  FUZZ_CHECK(connect(fd, &addr.sa, sizeof(addr.sin)) == 0, "connect to the listener failed");
+  int err = fuzzConnect(fd, &addr.sa, sizeof(addr.sin));
+  FUZZ_CHECK(err == 0, "connect to the listener failed: %s", strerror(err));
   if (size > 0) FUZZ_CHECK(send(fd, data, size, MSG_NOSIGNAL) == (ssize_t)size, "send");
   shutdown(fd, SHUT_WR);
 

@@ -123,7 +123,9 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fds[MAX_PEER_SOCKS];
   for (int i = 0; i < nConn; i++) {
     fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    FUZZ_CHECK(fds[i] >= 0 && connect(fds[i], &h.addr.sa, sizeof(h.addr.sin)) == 0, "peer connect");
+    FUZZ_CHECK(fds[i] >= 0, "socket: %s", strerror(errno));
+    int err = fuzzConnect(fds[i], &h.addr.sa, sizeof(h.addr.sin));
+    FUZZ_CHECK(err == 0, "peer connect: %s", strerror(err));
     char hs[16];
     int type = ncclSocketTypeNetSocket;
     memcpy(hs, &h.socketMagic, 8);
