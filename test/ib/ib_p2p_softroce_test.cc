@@ -220,6 +220,11 @@ class IbP2pTest : public ::testing::Test {
     ASSERT_EQ(ib->devices(&ndev), ncclSuccess);
     ASSERT_GE(ndev, 2);
   }
+  // listen on device listenDev, connect from device connectDev, both ends in this process
+  bool pairInProcess(int listenDev, int connectDev, char* handle, void** lc, void** sc, void** rc) {
+    return ib->listen(ctx, listenDev, handle, lc) == ncclSuccess &&
+           netConnectPair(ib, ctx, connectDev, handle, *lc, sc, rc);
+  }
 
   // The sender runs in a child on device 1; the receiver here on device 0. Returns what
   // went wrong on either side ("" when both succeeded). childLog gets the child's stderr.
@@ -606,8 +611,7 @@ TEST_F(IbP2pTest, ClearToSendAnnouncingMoreThanTheRegistrationFailsWithRemoteAcc
   LogCapture cap;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
-  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  ASSERT_TRUE(pairInProcess(0, 1, handle, &lc, &sc, &rc));
   const size_t kBig = 1 << 20;
   char* dst = (char*)aligned_alloc(4096, kBig);
   std::vector<char> src(kBig);
@@ -659,8 +663,7 @@ TEST_F(IbP2pTest, SizesReportedBeyondThePostedReceiveAreRefused) {
   LogCapture cap;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
-  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  ASSERT_TRUE(pairInProcess(0, 1, handle, &lc, &sc, &rc));
   std::vector<char> a(1000), b(1000), x(1000), y(1000);
   void *mha = nullptr, *mhb = nullptr, *mhx = nullptr, *mhy = nullptr;
   ASSERT_EQ(ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha), ncclSuccess);
@@ -890,8 +893,7 @@ TEST_F(IbP2pTest, QpAttributesCarryTheIbEnvironment) {
   };
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
-  ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rc));
+  ASSERT_TRUE(pairInProcess(0, 1, handle, &lc, &sc, &rc));
   check(sc, 106, 3, "sender");
   check(rc, 106, 3, "receiver");
   EXPECT_EQ(moveInProcess(sc, rc, {1, 4096, 100003}, 5), "") << LogCapture::all();
@@ -973,8 +975,7 @@ TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
   long long s0 = sent("rxe0"), s1 = sent("rxe1");
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  ASSERT_EQ(ib->listen(ctx, d, handle, &lc), ncclSuccess);
-  ASSERT_TRUE(netConnectPair(ib, ctx, d, handle, lc, &sc, &rc)) << LogCapture::all();
+  ASSERT_TRUE(pairInProcess(d, d, handle, &lc, &sc, &rc)) << LogCapture::all();
   struct ncclIbNetCommBase* base = (struct ncclIbNetCommBase*)sc;
   EXPECT_EQ(base->vProps.ndevs, 2);
   ASSERT_EQ(base->nqps, 2);
