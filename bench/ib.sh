@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/ib.sh [-o DIR] [--sizes "S ..."] [--lat-iters N] [--mib-per-size M]
+# bench/ib.sh [-o DIR] [--sizes "S ..."] [--lat-iters N] [--mib-per-size M] [--rounds R]
 #
 # railnet's IB transport through the plugin API (build/bin/railnet-perf dlopening
 # build/lib/libnccl-net-railnet.so, RAILNET_TRANSPORT=ib) against perftest's ib_write_bw
@@ -18,11 +18,14 @@
 #   --mib-per-size M     bytes per bandwidth size, MiB, for both tools (default 32): iterations
 #                        are M MiB / size (8 .. 1000); railnet's warmup is a tenth of that.
 #                        Both keep at most 4 MiB (2 .. 32 messages) in flight.
+#   --rounds R           bandwidth rounds (default 3): rounds after the first run ib_write_bw
+#                        again just before railnet; each round's ratio uses its own
+#                        ib_write_bw, and the median over the rounds is printed per size
 #   -o DIR               result directory (default: $RAILNET_BUILD/softroce/bench-ib)
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
-#   railnet_bw   SIZE  ITERS  BW_AVG_MBps  RATIO_TO_IB_WRITE_BW
+#   railnet_bw   SIZE  ITERS  BW_AVG_MBps  RATIO_TO_IB_WRITE_BW  ROUND
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
-# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB
+# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -67,27 +70,49 @@ pair() {
 }
 
 in_vm() {
-  local sizes=$1 latIters=$2 mib=$3 size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
-  local pt=$SOFTROCE_OUT/perftest.tsv
+  local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
+  local pt=$SOFTROCE_OUT/perftest.tsv r
+  declare -A ratios
   : >"$tsv"
   [ -x "$PERF" ] && [ -f "$PLUGIN" ] || { echo "build $PERF and $PLUGIN first (make)" >&2; return 1; }
   echo "railnet-perf through $(basename "$PLUGIN"), RAILNET_TRANSPORT=ib: client ${SOFTROCE_DEVS% *} -> server ${SOFTROCE_DEVS#* }"
-  printf '  %-10s %8s %8s %14s %14s %8s\n' test bytes iters railnet_MBps ib_write_bw ratio
-  for size in $sizes; do
-    iters=$(( (mib << 20) / size )); [ $iters -lt 8 ] && iters=8; [ $iters -gt 1000 ] && iters=1000
-    warm=$(( iters / 10 )); [ $warm -lt 1 ] && warm=1
-    # as softroce-perftest.sh's ib_write_bw -t: at most 4 MiB in flight, 2 .. 32 messages
-    window=$(( (4 << 20) / size )); [ $window -lt 2 ] && window=2; [ $window -gt 32 ] && window=32
-    row=$(pair --bw -s "$size" -n "$iters" --warmup "$warm" --window "$window") || { status=1; continue; }
-    IFS=, read -r _ _ _ _ avg _ <<<"$row"
-    ref=$(awk -F'\t' -v s="$size" '$1 == "ib_write_bw" && $2 == s { print $5; exit }' "$pt" 2>/dev/null)
-    ratio=$(awk -v a="$avg" -v b="${ref:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
-    printf '  %-10s %8d %8d %14.2f %14s %8s\n' bw "$size" "$iters" "$avg" "${ref:-none}" "$ratio"
-    printf 'railnet_bw\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$avg" "$ratio" >>"$tsv"
+  printf '  %-10s %5s %8s %8s %14s %14s %8s\n' test round bytes iters railnet_MBps ib_write_bw ratio
+  for ((r = 1; r <= rounds; r++)); do
+    # each round after the first measures ib_write_bw again right before railnet: the ratio
+    # of a round compares two runs a few seconds apart
+    if [ "$r" -gt 1 ]; then
+      "$HERE/softroce-perftest.sh" --in-vm bwn "$sizes" "$mib" >/dev/null 2>&1 || status=1
+    fi
+    for size in $sizes; do
+      iters=$(( (mib << 20) / size )); [ $iters -lt 8 ] && iters=8; [ $iters -gt 1000 ] && iters=1000
+      warm=$(( iters / 10 )); [ $warm -lt 1 ] && warm=1
+      # as softroce-perftest.sh's ib_write_bw -t: at most 4 MiB in flight, 2 .. 32 messages
+      window=$(( (4 << 20) / size )); [ $window -lt 2 ] && window=2; [ $window -gt 32 ] && window=32
+      row=$(pair --bw -s "$size" -n "$iters" --warmup "$warm" --window "$window") || { status=1; continue; }
+      IFS=, read -r _ _ _ _ avg _ <<<"$row"
+      # the newest ib_write_bw line of this size: this round's
+      ref=$(awk -F'\t' -v s="$size" '$1 == "ib_write_bw" && $2 == s { v = $5 } END { print v }' "$pt" 2>/dev/null)
+      ratio=$(awk -v a="$avg" -v b="${ref:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
+      printf '  %-10s %5d %8d %8d %14.2f %14s %8s\n' bw "$r" "$size" "$iters" "$avg" "${ref:-none}" "$ratio"
+      printf 'railnet_bw\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$avg" "$ratio" "$r" >>"$tsv"
+      ratios[$size]+="$ratio "
+    done
   done
+  if [ "$rounds" -gt 1 ]; then
+    for size in $sizes; do
+      printf '  %-10s %5s %8d  median ratio %s over rounds (%s)\n' bw all "$size" \
+        "$(echo ${ratios[$size]} | tr ' ' '\n' | grep -v n/a | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')" \
+        "$(echo ${ratios[$size]})"
+    done
+  fi
+  # ib_write_lat again right before railnet's ping-pong (with several rounds, the first
+  # measurement is minutes old by now); the newest line is the reference
+  if [ "$rounds" -gt 1 ]; then
+    "$HERE/softroce-perftest.sh" --in-vm lat 8 "$latIters" >/dev/null 2>&1 || status=1
+  fi
   row=$(pair --lat -s 8 -n "$latIters" --warmup 20) || return 1
   IFS=, read -r _ _ _ _ _ typ avg _ <<<"$row"
-  read -r rtyp ravg <<<"$(awk -F'\t' '$1 == "ib_write_lat" && $2 == 8 { print $6, $7; exit }' "$pt" 2>/dev/null)"
+  read -r rtyp ravg <<<"$(awk -F'\t' '$1 == "ib_write_lat" && $2 == 8 { t = $6; a = $7 } END { print t, a }' "$pt" 2>/dev/null)"
   rt=$(awk -v a="$typ" -v b="${rtyp:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
   ra=$(awk -v a="$avg" -v b="${ravg:-0}" 'BEGIN { if (b > 0 && b < 1e12) printf "%.2f", a / b; else print "n/a" }')
   printf '  %-10s %8d %8d  typical %.2f us (ib_write_lat %s, ratio %s); avg %.2f us (ib_write_lat %s, ratio %s)\n' \
@@ -103,13 +128,14 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32
+SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3
 OUT=$BUILD/softroce/bench-ib
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) SIZES=$2; shift 2 ;;
     --lat-iters) LAT_ITERS=$2; shift 2 ;;
     --mib-per-size) MIB=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench/ib.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -123,7 +149,7 @@ self="$HERE/$(basename "$0")"
 load() { echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) ($1)"; }
 load before
 "$HERE/softroce-perftest.sh" -o "$OUT" --bw-sizes "$SIZES" --lat-sizes 8 --bw-mib "$MIB" \
-  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB"
+  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB $ROUNDS"
 rc=$?
 load after
 exit $rc
