@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <functional>
 #include <string>
@@ -24,6 +25,7 @@ extern "C" {
 #include "ibvwrap.h"
 #include "socket.h"
 #include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/gdr.h"
 }
 #include "ib_test_env.h"
 
@@ -988,6 +990,55 @@ TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
   ib->closeSend(sc);
   ib->closeRecv(rc);
   ib->closeListen(lc);
+}
+
+// GPUDirect flush (iflush) on real soft-RoCE: with a peer-memory module present (a sysfs
+// tree whose class/, devices/ and bus/ are the real ones, plus module/nvidia_peermem), the
+// receive comm gets a QP connected to itself per device, and iflush after a receive posts
+// an RDMA read of the received buffer through it that test() completes. NCCL_GDR_FLUSH_DISABLE=1
+// turns it off: no flush QP, iflush hands back no request.
+TEST_F(IbP2pTest, GpuDirectFlushReadsThroughTheLoopbackQp) {
+  TempDir sys;
+  for (const char* d : {"class", "devices", "bus"})
+    ASSERT_EQ(symlink((std::string("/sys/") + d).c_str(), (sys.path() + "/" + d).c_str()), 0);
+  sys.write("module/nvidia_peermem/version", "1.0\n");
+  env.set("SYSFS_PATH", sys.path().c_str());
+  railnetIbGdrReset();
+  init();
+  LogCapture cap;
+  ASSERT_EQ(ncclIbGdrSupport(), ncclSuccess) << LogCapture::all();
+  for (int disable = 0; disable <= 1; disable++) {
+    SCOPED_TRACE(disable ? "NCCL_GDR_FLUSH_DISABLE=1" : "flush enabled");
+    env.set("NCCL_GDR_FLUSH_DISABLE", disable ? "1" : "0");
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+    ASSERT_TRUE(pairInProcess(0, 1, handle, &lc, &sc, &rc)) << LogCapture::all();
+    struct ncclIbRecvComm* r = (struct ncclIbRecvComm*)rc;
+    EXPECT_EQ(r->flushEnabled, !disable);
+    EXPECT_EQ(r->base.devs[0].flushQp != nullptr, !disable);
+    EXPECT_EQ(moveInProcess(sc, rc, {4096}, 31), "") << LogCapture::all();
+    std::vector<char> buf(4096, 7);
+    void* mh = nullptr;
+    ASSERT_EQ(ib->regMr(rc, buf.data(), buf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+    void* data = buf.data();
+    int size = 4096;
+    void* req = nullptr;
+    ASSERT_EQ(ib->iflush(rc, 1, &data, &size, &mh, &req), ncclSuccess) << LogCapture::all();
+    if (disable) {
+      EXPECT_EQ(req, nullptr);
+    } else {
+      ASSERT_NE(req, nullptr);
+      std::string err;
+      EXPECT_TRUE(netWait(ib, req, nullptr, netNowNs() + 20000000000LL, &err)) << err << LogCapture::all();
+      EXPECT_EQ(r->flushBuf[0] & 0xff, 7) << "the flush read did not bring the buffer's first byte";
+    }
+    ib->deregMr(rc, mh);
+    ib->closeSend(sc);
+    ib->closeRecv(rc);
+    ib->closeListen(lc);
+  }
+  env.unset("SYSFS_PATH");
+  railnetIbGdrReset();
 }
 
 }  // namespace
