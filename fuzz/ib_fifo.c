@@ -1,11 +1,12 @@
 /* What the IB sender reads from its peer during the data path: the clear-to-send entries
- * the receiver RDMA-writes into the sender's fifo (railnetIbFifoMatch, run by every isend
- * before it touches the entries' addresses and keys), and, on the receiving side, the
- * sizes a sender reports for a receive (railnetIbCheckRecvSizes, run by test).
- * Input: 8 fifo entries (their raw bytes), then a parameter block: fifo position, mask of
- * entries already taken, device count, message size, tag, posted/reported sizes. Byte 0
- * bit 0 set makes the entries consistent first (idx = position + 1 and the same nreqs in
- * all), so that the fuzzer reaches the size, tag and key checks. */
+ * the receiver RDMA-writes into the sender's fifo (railnetIbFifoTake copies and checks a
+ * slot once, railnetIbFifoMatch picks an entry for each isend from that copy, before the
+ * entries' addresses and keys are used), and, on the receiving side, the sizes a sender
+ * reports for a receive (railnetIbCheckRecvSizes, run by test).
+ * Input: a parameter block (flags, mask of entries already taken, the receiver's device
+ * count, message size, tag, fifo position, posted/reported sizes), then 8 fifo entries
+ * (their raw bytes). Flags bit 0 makes the entries consistent first (idx = position + 1
+ * and the same nreqs in all), so that the fuzzer reaches the size, tag and key checks. */
 #include "fuzz_common.h"
 #include "../src/transport/net_ib/common.h"
 
@@ -51,27 +52,36 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   memset(&peer, 0, sizeof(peer));
   peer.sin.sin_family = AF_INET;
   peer.sin.sin_port = htons(4242);
-  int match = -2;
-  ncclResult_t r = railnetIbFifoMatch(slots, p.pos, taken, ndevs, msg, (int)p.tag, &peer, &match);
-  if (r == ncclSuccess && match >= 0) {
-    /* what isend and multiSend will use */
-    uint32_t nreqs = slots[0].nreqs;
-    FUZZ_CHECK(nreqs >= 1 && nreqs <= NCCL_NET_IB_MAX_RECVS, "nreqs %u", nreqs);
-    FUZZ_CHECK((uint32_t)match < nreqs, "match %d of %u", match, nreqs);
-    FUZZ_CHECK(!taken[match], "entry %d taken", match);
-    FUZZ_CHECK(slots[match].tag == p.tag, "tag %u for %u", slots[match].tag, p.tag);
-    FUZZ_CHECK(slots[match].size >= msg, "entry of %llu bytes for %zu", (unsigned long long)slots[match].size, msg);
-    for (uint32_t e = 0; e < nreqs; e++)
-      FUZZ_CHECK(slots[e].idx == p.pos + 1 && slots[e].nreqs == nreqs, "entry %u idx %llu nreqs %u", e,
-                 (unsigned long long)slots[e].idx, slots[e].nreqs);
-    if (msg > 0) {
-      FUZZ_CHECK(slots[match].addr != 0, "no address");
-      for (int d = 0; d < ndevs; d++) FUZZ_CHECK(slots[match].rkeys[d] != 0, "no rkey for device %d", d);
+  struct ncclIbSendFifo copy[NCCL_NET_IB_MAX_RECVS];
+  int nreqs = -1;
+  ncclResult_t r = railnetIbFifoTake(slots, p.pos, &peer, copy, &nreqs);
+  if (r != ncclSuccess) {
+    FUZZ_CHECK(r == ncclRemoteError && nreqs == 0, "take gave %d, nreqs %d", (int)r, nreqs);
+  } else if (nreqs > 0) {
+    FUZZ_CHECK(nreqs <= NCCL_NET_IB_MAX_RECVS, "nreqs %d", nreqs);
+    for (int e = 0; e < nreqs; e++)
+      FUZZ_CHECK(copy[e].idx == p.pos + 1 && copy[e].nreqs == (uint32_t)nreqs, "entry %d idx %llu nreqs %u", e,
+                 (unsigned long long)copy[e].idx, copy[e].nreqs);
+    /* the peer rewrites its fifo now: the copy is what the isends use */
+    memset(slots, 0xff, sizeof(slots));
+    int match = -2;
+    r = railnetIbFifoMatch(copy, nreqs, taken, ndevs, msg, (int)p.tag, &peer, &match);
+    if (r == ncclSuccess && match >= 0) {
+      FUZZ_CHECK(match < nreqs, "match %d of %d", match, nreqs);
+      FUZZ_CHECK(!taken[match], "entry %d taken", match);
+      FUZZ_CHECK(copy[match].tag == p.tag, "tag %u for %u", copy[match].tag, p.tag);
+      FUZZ_CHECK(copy[match].size >= msg, "entry of %llu bytes for %zu", (unsigned long long)copy[match].size, msg);
+      if (msg > 0) {
+        FUZZ_CHECK(copy[match].addr != 0, "no address");
+        for (int d = 0; d < ndevs; d++) FUZZ_CHECK(copy[match].rkeys[d] != 0, "no rkey for the receiver's device %d", d);
+      }
+    } else if (r == ncclSuccess) {
+      FUZZ_CHECK(match == -1, "match %d", match);
+    } else {
+      FUZZ_CHECK(r == ncclRemoteError || r == ncclInvalidUsage, "match gave %d", (int)r);
     }
-  } else if (r == ncclSuccess) {
-    FUZZ_CHECK(match == -1, "match %d", match);
   } else {
-    FUZZ_CHECK(r == ncclRemoteError || r == ncclInvalidUsage, "match gave %d", (int)r);
+    FUZZ_CHECK(nreqs == 0, "nreqs %d", nreqs);
   }
   /* the receiver's side: reported sizes against posted ones */
   int n = 1 + p.n % NCCL_NET_IB_MAX_RECVS;

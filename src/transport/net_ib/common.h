@@ -304,6 +304,11 @@ struct ncclIbSendComm {
   uint32_t remSizesRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
   struct ncclIbRequest* sendReqs[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
   int sendReqsCnt[NET_IB_MAX_REQUESTS];
+  /* a slot's clear-to-send entries as validated by its first isend (railnetIbFifoTake): the
+   * later isends of a multi-receive and the RDMA writes use this copy, never the fifo, which
+   * the peer may rewrite at any time; ctsCount 0: not taken yet */
+  struct ncclIbSendFifo cts[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  int ctsCount[NET_IB_MAX_REQUESTS];
   int ar;                              /* adaptive routing on the first device */
 };
 
@@ -348,13 +353,18 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
                          void** phandles, void** request);
 ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
 ncclResult_t ncclIbTest(void* request, int* done, int* sizes);
-/* The entry of a fifo slot (NCCL_NET_IB_MAX_RECVS entries as the receiver RDMA-wrote them)
- * that an isend of size bytes with tag takes, for fifo position pos; taken[r]: entry r has
- * its isend already. *match = -1 when the slot is not complete yet or no entry has the tag.
- * A slot announcing 0 or more than 8 buffers, entries that disagree on their number, an
- * entry smaller than size or without address/rkey for one of the ndevs devices: a WARN
- * naming the peer and an error. */
-ncclResult_t railnetIbFifoMatch(const volatile struct ncclIbSendFifo* slots, uint64_t pos, const int* taken, int ndevs,
+/* Copy the clear-to-send entries of fifo slot `slots` (NCCL_NET_IB_MAX_RECVS entries as the
+ * receiver RDMA-wrote them) for fifo position pos into copy, once all of them have arrived:
+ * *nreqs = their number, 0 when the slot is not complete yet. A slot announcing 0 or more
+ * than 8 buffers, or entries that disagree on their number or position: a WARN naming the
+ * peer and ncclRemoteError. */
+ncclResult_t railnetIbFifoTake(const volatile struct ncclIbSendFifo* slots, uint64_t pos,
+                               const union ncclSocketAddress* peerAddr, struct ncclIbSendFifo* copy, int* nreqs);
+/* The entry of a taken slot (nreqs entries) that an isend of size bytes with tag takes;
+ * taken[r]: entry r has its isend already. *match = -1 when no free entry has the tag. An
+ * entry smaller than size (ncclInvalidUsage), or without address or without an rkey for one
+ * of the receiver's remDevs devices (ncclRemoteError): a WARN naming the peer. */
+ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs, const int* taken, int remDevs,
                                 size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match);
 /* The sizes a sender reported for the n buffers of a receive (immediate data or its sizes
  * records) against what irecv posted: negative or larger is a WARN naming the peer and

@@ -395,7 +395,7 @@ static railnetParam qpParams[] = {
                                         "QP ACK timeout: 4.096 us x 2^value (ibv_qp_attr.timeout)"),
     [P_RETRY_CNT] = RAILNET_PARAM_INT_DEF("NCCL_IB_RETRY_CNT", 7, 0, 7, "QP transport retry count"),
     [P_SL] = RAILNET_PARAM_INT_DEF("NCCL_IB_SL", -1, -1, 15,
-                                   "InfiniBand service level (-1: the comm's traffic class, else 0)"),
+                                   "InfiniBand service level (-1: 0; the comm's traffic class never sets it)"),
     [P_TC] = RAILNET_PARAM_INT_DEF("NCCL_IB_TC", -1, -1, 255,
                                    "RoCE traffic class of the data (-1: the comm's traffic class, else 0)"),
     [P_FIFO_TC] = RAILNET_PARAM_INT_DEF("NCCL_IB_FIFO_TC", -1, -1, 255,

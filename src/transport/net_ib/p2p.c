@@ -62,9 +62,9 @@ static ncclResult_t checkComm(struct ncclIbNetCommBase* base, const char* func) 
 
 /* ------------------------------------------------------------------ send */
 
-ncclResult_t railnetIbFifoMatch(const volatile struct ncclIbSendFifo* slots, uint64_t pos, const int* taken, int ndevs,
-                                size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match) {
-  *match = -1;
+ncclResult_t railnetIbFifoTake(const volatile struct ncclIbSendFifo* slots, uint64_t pos,
+                               const union ncclSocketAddress* peerAddr, struct ncclIbSendFifo* copy, int* nreqsOut) {
+  *nreqsOut = 0;
   uint64_t idx = pos + 1;
   if (slots[0].idx != idx) return ncclSuccess; /* the receiver has not posted it yet */
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -79,31 +79,50 @@ ncclResult_t railnetIbFifoMatch(const volatile struct ncclIbSendFifo* slots, uin
   for (uint32_t r = 1; r < nreqs; r++)
     if (slots[r].idx != idx) return ncclSuccess;
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  for (uint32_t r = 1; r < nreqs; r++) {
-    if (slots[r].nreqs != nreqs) {
+  /* from here on only the copy is read: the fifo is the peer's to write at any time */
+  for (uint32_t r = 0; r < nreqs; r++) {
+    copy[r].addr = slots[r].addr;
+    copy[r].size = slots[r].size;
+    for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) copy[r].rkeys[d] = slots[r].rkeys[d];
+    copy[r].nreqs = slots[r].nreqs;
+    copy[r].tag = slots[r].tag;
+    copy[r].idx = slots[r].idx;
+  }
+  for (uint32_t r = 0; r < nreqs; r++) {
+    if (copy[r].nreqs != nreqs || copy[r].idx != idx) {
       WARN("NET/IB : peer %s posted inconsistent clear-to-send entries at fifo position %llu: entry 0 announces %u "
-           "buffers, entry %u announces %u",
-           ncclSocketToString(peerAddr, peer, 1), (unsigned long long)pos, nreqs, r, slots[r].nreqs);
+           "buffers, entry %u announces %u (position %llu)",
+           ncclSocketToString(peerAddr, peer, 1), (unsigned long long)pos, nreqs, r, copy[r].nreqs,
+           (unsigned long long)copy[r].idx - 1);
       return ncclRemoteError;
     }
   }
-  for (uint32_t r = 0; r < nreqs; r++) {
-    if (taken[r] || slots[r].tag != (uint32_t)tag) continue;
-    if (size > slots[r].size) {
+  *nreqsOut = (int)nreqs;
+  return ncclSuccess;
+}
+
+ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs, const int* taken, int remDevs,
+                                size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match) {
+  *match = -1;
+  char peer[SOCKET_NAME_MAXLEN];
+  for (int r = 0; r < nreqs; r++) {
+    if (taken[r] || entries[r].tag != (uint32_t)tag) continue;
+    if (size > entries[r].size) {
       WARN("NET/IB : peer %s: message of %zu bytes (tag %x) but the receive posted for it has %llu bytes: receive "
-           "smaller than send (req %u/%u)",
-           ncclSocketToString(peerAddr, peer, 1), size, tag, (unsigned long long)slots[r].size, r, nreqs);
+           "smaller than send (req %d/%d)",
+           ncclSocketToString(peerAddr, peer, 1), size, tag, (unsigned long long)entries[r].size, r, nreqs);
       return ncclInvalidUsage;
     }
+    /* rkeys are per device of the receiver's vDevice */
     int badKey = 0;
-    for (int d = 0; d < ndevs && d < NCCL_IB_MAX_DEVS_PER_NIC; d++) badKey |= slots[r].rkeys[d] == 0;
-    if (size > 0 && (slots[r].addr == 0 || badKey)) {
-      WARN("NET/IB : req %u/%u tag %x peer %s posted incorrect receive info: size %llu addr %llx rkeys[0]=%x", r,
-           nreqs, tag, ncclSocketToString(peerAddr, peer, 1), (unsigned long long)slots[r].size,
-           (unsigned long long)slots[r].addr, slots[r].rkeys[0]);
+    for (int d = 0; d < remDevs && d < NCCL_IB_MAX_DEVS_PER_NIC; d++) badKey |= entries[r].rkeys[d] == 0;
+    if (size > 0 && (entries[r].addr == 0 || badKey)) {
+      WARN("NET/IB : req %d/%d tag %x peer %s posted incorrect receive info: size %llu addr %llx rkeys[0]=%x", r,
+           nreqs, tag, ncclSocketToString(peerAddr, peer, 1), (unsigned long long)entries[r].size,
+           (unsigned long long)entries[r].addr, entries[r].rkeys[0]);
       return ncclRemoteError;
     }
-    *match = (int)r;
+    *match = r;
     return ncclSuccess;
   }
   return ncclSuccess;
@@ -113,14 +132,11 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct ncclIbRequest** reqs = comm->sendReqs[slot];
   volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
-  int nreqs = reqs[0]->nreqs;
-  struct ncclIbSendFifo rem[NCCL_NET_IB_MAX_RECVS];
-  for (int r = 0; r < nreqs; r++) {
-    rem[r].addr = slots[r].addr;
-    for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) rem[r].rkeys[d] = slots[r].rkeys[d];
-  }
+  int nreqs = comm->ctsCount[slot];
+  const struct ncclIbSendFifo* rem = comm->cts[slot];
   /* the slot may be written again for position fifoHead + NET_IB_MAX_REQUESTS */
   for (int r = 0; r < nreqs; r++) slots[r].idx = 0;
+  comm->ctsCount[slot] = 0;
 
   int per = nqpsPerRequest(base);
   struct ibv_send_wr wrs[NCCL_NET_IB_MAX_RECVS + 1];
@@ -192,18 +208,23 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     return ncclInvalidArgument;
   }
   int slot = (int)(base->fifoHead % NET_IB_MAX_REQUESTS);
+  if (comm->ctsCount[slot] == 0) {
+    int n = 0;
+    NCCLCHECK(railnetIbFifoTake(comm->fifo[slot], base->fifoHead, &base->sock.addr, comm->cts[slot], &n));
+    if (n == 0) return ncclSuccess; /* the receiver has not posted it yet */
+    comm->ctsCount[slot] = n;
+  }
+  int nreqs = comm->ctsCount[slot];
   int taken[NCCL_NET_IB_MAX_RECVS];
   for (int r = 0; r < NCCL_NET_IB_MAX_RECVS; r++) taken[r] = comm->sendReqs[slot][r] != NULL;
   int r = -1;
-  NCCLCHECK(railnetIbFifoMatch(comm->fifo[slot], base->fifoHead, taken, base->vProps.ndevs, size, tag,
-                               &base->sock.addr, &r));
-  if (r < 0) return ncclSuccess; /* not posted yet, or no entry with this tag: later */
-  uint32_t nreqs = comm->fifo[slot][0].nreqs;
+  NCCLCHECK(railnetIbFifoMatch(comm->cts[slot], nreqs, taken, base->nRemDevs, size, tag, &base->sock.addr, &r));
+  if (r < 0) return ncclSuccess; /* no entry with this tag: later */
   struct ncclIbRequest* req;
   NCCLCHECK(getRequest(base, &req));
   req->type = NCCL_NET_IB_REQ_SEND;
   req->id = base->fifoHead;
-  req->nreqs = (int)nreqs;
+  req->nreqs = nreqs;
   req->send.size = size;
   req->send.data = data;
   for (int d = 0; d < base->vProps.ndevs; d++) req->send.lkeys[d] = mh->mrs[d]->lkey;
@@ -212,7 +233,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   comm->sendReqs[slot][r] = req;
   comm->sendReqsCnt[slot]++;
   *request = req;
-  if (comm->sendReqsCnt[slot] < (int)nreqs) return ncclSuccess; /* a multi-receive: wait for the others */
+  if (comm->sendReqsCnt[slot] < nreqs) return ncclSuccess; /* a multi-receive: wait for the others */
   NCCLCHECK(multiSend(comm, slot));
   base->fifoHead++;
   return ncclSuccess;
@@ -413,16 +434,18 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
   struct ncclIbDev* dev = &ncclIbDevs[base->devs[d].ibDevN];
   char peer[SOCKET_NAME_MAXLEN], lg[INET6_ADDRSTRLEN] = "", rg[INET6_ADDRSTRLEN] = "";
   ibvGetGidStr(&base->devs[d].gid, lg, sizeof(lg));
-  int rd = 0;
-  for (int q = 0; q < base->nqps; q++)
-    if (base->qps[q].qp && base->qps[q].qp->qp_num == wc->qp_num) rd = base->qps[q].remDevIndex;
-  ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
   /* ibv_wc.opcode is undefined on an error completion: say which work request failed from
    * what this comm posts on that QP and what wr_id carries */
   char what[96];
-  int flushQp = 0;
-  for (int i = 0; i < base->vProps.ndevs; i++)
-    if (base->devs[i].flushQp && base->devs[i].flushQp->qp_num == wc->qp_num) flushQp = 1;
+  int flushQp = base->devs[d].flushQp && base->devs[d].flushQp->qp_num == wc->qp_num; /* QPNs: per device */
+  int rd = 0;
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == wc->qp_num)
+      rd = base->qps[q].remDevIndex;
+  if (flushQp)
+    snprintf(rg, sizeof(rg), "%s", lg); /* connected to itself */
+  else
+    ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
   if (flushQp)
     snprintf(what, sizeof(what), "GPUDirect flush read");
   else if (base->isSend)
@@ -509,6 +532,10 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
   if (r == NULL || done == NULL) return ncclInvalidArgument;
   *done = 0;
   struct ncclIbNetCommBase* base = r->base;
+  if (r->type == NCCL_NET_IB_REQ_UNUSED) {
+    WARN("NET/IB : test() of a request that is not in flight (completed, failed or never posted)");
+    return ncclInvalidUsage;
+  }
   for (;;) {
     if (requestDone(r)) {
       int slot = (int)(r->id % NET_IB_MAX_REQUESTS);
