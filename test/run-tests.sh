@@ -14,6 +14,8 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 PASSED=0 FAILED=0 SKIPPED=0
 LOGDIR="$BUILD/test/logs"
 mkdir -p "$LOGDIR"
+# the fault matrix is read from these logs at the end: none may be left from an earlier run
+rm -f "$LOGDIR"/*.log "$LOGDIR"/softroce/*.log
 . test/gtest-count.sh
 
 # skip_all BIN REASON: count every test of BIN as skipped.

@@ -72,7 +72,10 @@ class TempDir {
 
 // One row of the fault matrix that make test prints (test/run-tests.sh collects the rows
 // of every tier): transport, case, outcome, seconds from the fault to the outcome.
+// Call it after the case's checks: a case whose checks failed shows FAILED, not the outcome
+// it was meant to reach.
 inline void faultMatrixRow(const char* transport, const std::string& name, const std::string& outcome, double secs) {
-  printf("FAULT-MATRIX | %-6s | %-40s | %-52s | %5.1f s\n", transport, name.c_str(), outcome.c_str(), secs);
+  std::string o = ::testing::Test::HasFailure() ? "FAILED (expected: " + outcome + ")" : outcome;
+  printf("FAULT-MATRIX | %-6s | %-40s | %-52s | %5.1f s\n", transport, name.c_str(), o.c_str(), secs);
   fflush(stdout);
 }

@@ -241,7 +241,6 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
   ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
   printf("sender's test() failed %.1f ms after the first post to the dead receiver (%s)\n", ns / 1e6,
          what.c_str());
-  faultMatrixRow("ib", "receiver killed mid-transfer", "sender's test() fails: retry exceeded, peer named", ns / 1e9);
   EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN)) << LogCapture::all();
@@ -249,6 +248,7 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
   std::string peer = warnedPeer();
   EXPECT_TRUE(peer.find("198.18.0.") != std::string::npos || peer.find('<') != std::string::npos)
       << "peer '" << peer << "' in\n" << LogCapture::all();
+  faultMatrixRow("ib", "receiver killed mid-transfer", "sender's test() fails: retry exceeded, peer named", ns / 1e9);
   // the comm stays failed: later calls say so instead of hanging
   void* again = nullptr;
   EXPECT_NE(ib->isend(sc, bufs[0].mem.get(), 1, 3, bufs[0].mh, nullptr, &again), ncclSuccess);
@@ -334,13 +334,13 @@ TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
   ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
   printf("receiver's test() failed %.1f ms after its clear-to-send to the dead sender (%s)\n", ns / 1e6,
          what.c_str());
-  faultMatrixRow("ib", "sender killed mid-transfer", "receiver's test() fails: retry exceeded, peer named", ns / 1e9);
   EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("receive comm", NCCL_LOG_WARN)) << LogCapture::all();
   std::string peer = warnedPeer();
   EXPECT_TRUE(peer.find("198.18.0.") != std::string::npos || peer.find('<') != std::string::npos)
       << "peer '" << peer << "' in\n" << LogCapture::all();
+  faultMatrixRow("ib", "sender killed mid-transfer", "receiver's test() fails: retry exceeded, peer named", ns / 1e9);
   for (auto& b : bufs) EXPECT_EQ(ib->deregMr(rc, b.mh), ncclSuccess);
   EXPECT_EQ(ib->closeRecv(rc), ncclSuccess);
   EXPECT_EQ(ib->closeListen(lc), ncclSuccess);

@@ -983,9 +983,13 @@ TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
   ASSERT_EQ(base->nqps, 2);
   EXPECT_NE(base->qps[0].devIndex, base->qps[1].devIndex);
   EXPECT_EQ(moveInProcess(sc, rc, {0, 1, 4095, 65536 + 3, 1 << 20}, 21), "") << LogCapture::all();
-  if (s0 >= 0 && s1 >= 0) {
-    EXPECT_GT(sent("rxe0"), s0);
-    EXPECT_GT(sent("rxe1"), s1);
+  // soft-RoCE counts the packets each device sent (hw_counters); other NICs may not
+  bool rxe = std::string(ncclIbDevs[0].devName).rfind("rxe", 0) == 0;
+  if (rxe || (s0 >= 0 && s1 >= 0)) {
+    EXPECT_GT(sent("rxe0"), s0) << "rxe0 sent no packets";
+    EXPECT_GT(sent("rxe1"), s1) << "rxe1 sent no packets";
+  } else {
+    printf("NOTE: no sent_pkts counters on these devices: which device carried the data is not checked\n");
   }
   ib->closeSend(sc);
   ib->closeRecv(rc);
