@@ -81,7 +81,13 @@ in_vm() {
     # each round after the first measures ib_write_bw again right before railnet: the ratio
     # of a round compares two runs a few seconds apart
     if [ "$r" -gt 1 ]; then
-      "$HERE/softroce-perftest.sh" --in-vm bwn "$sizes" "$mib" >/dev/null 2>&1 || status=1
+      before=$(grep -c '^ib_write_bw' "$pt" 2>/dev/null)
+      "$HERE/softroce-perftest.sh" --in-vm bwn "$sizes" "$mib" >"$SOFTROCE_OUT/perftest.round$r" 2>&1 || status=1
+      if [ "$(grep -c '^ib_write_bw' "$pt" 2>/dev/null)" -le "${before:-0}" ]; then
+        echo "  round $r: ib_write_bw gave no result (see $SOFTROCE_OUT/perftest.round$r); round skipped" >&2
+        status=1
+        continue
+      fi
     fi
     for size in $sizes; do
       iters=$(( (mib << 20) / size )); [ $iters -lt 8 ] && iters=8; [ $iters -gt 1000 ] && iters=1000
@@ -135,7 +141,8 @@ while [ $# -gt 0 ]; do
     --sizes) SIZES=$2; shift 2 ;;
     --lat-iters) LAT_ITERS=$2; shift 2 ;;
     --mib-per-size) MIB=$2; shift 2 ;;
-    --rounds) ROUNDS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2
+      case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench/ib.sh: --rounds needs a number >= 1" >&2; exit 2 ;; esac ;;
     -o) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench/ib.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;

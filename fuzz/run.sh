@@ -22,6 +22,7 @@ mkdir -p "$FUZZ_BUILD/logs" "$FUZZ_BUILD/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 jobs=${FUZZ_JOBS:-1}
+case "$jobs" in ''|*[!0-9]*|0) echo "fuzz/run.sh: FUZZ_JOBS must be a number >= 1 (got '$jobs')" >&2; exit 2 ;; esac
 echo "fuzz: ${#targets[@]} targets x ${secs} s, $jobs at a time"
 # One target: its verdict (and the lines that explain a failure) into $FUZZ_BUILD/logs/<t>.result.
 run_one() {
