@@ -8,6 +8,7 @@
 //    (--recvs/--comms), with the bytes test() reported on both sides checked per size.
 // Volumes stay small: the VM is emulated (TCG).
 #include "test_util.h"
+#include "perf_json.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -81,29 +82,6 @@ std::string lineStarting(const std::string& s, const std::string& prefix) {
   while (std::getline(in, line))
     if (line.rfind(prefix, 0) == 0) return line;
   return "";
-}
-
-// The number after "key": in s, from position from on (-1 when absent).
-long long jsonNum(const std::string& s, const std::string& key, size_t from = 0) {
-  size_t p = s.find("\"" + key + "\":", from);
-  return p == std::string::npos ? -1 : strtoll(s.c_str() + p + key.size() + 3, nullptr, 10);
-}
-std::string jsonStr(const std::string& obj, const std::string& key) {
-  size_t p = obj.find("\"" + key + "\":\"");
-  if (p == std::string::npos) return "";
-  p += key.size() + 4;
-  return obj.substr(p, obj.find('"', p) - p);
-}
-// The rows of railnet-perf's --json "results" array: one object per line.
-std::vector<std::string> jsonRows(const std::string& out) {
-  std::vector<std::string> rows;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t b = line.rfind("{\"test\":");
-    if (b != std::string::npos) rows.push_back(line.substr(b, line.find('}', b) - b + 1));
-  }
-  return rows;
 }
 
 // The error counters railnet-diag reads, where rdma_rxe keeps them (its port has no counters/).

@@ -8,6 +8,7 @@
 #include <vector>
 #include "netns.h"
 #include "plugin_loader.h"
+#include "perf_json.h"
 
 namespace {
 
@@ -121,29 +122,6 @@ NetNsResult perfPair(NetNs& a, NetNs& b, int net, const std::string& serverArgs,
   *server = child.wait(30000);
   *srv = readFile(serverOut);
   return c;
-}
-
-// The rows of railnet-perf's --json "results" / "received" arrays: one object per line.
-std::vector<std::string> jsonRows(const std::string& out) {
-  std::vector<std::string> rows;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t b = line.rfind("{\"test\":");
-    if (b != std::string::npos) rows.push_back(line.substr(b, line.find('}', b) - b + 1));
-  }
-  return rows;
-}
-// The number after "key": in a JSON object's text (-1 when absent).
-long long jsonNum(const std::string& obj, const std::string& key) {
-  size_t p = obj.find("\"" + key + "\":");
-  return p == std::string::npos ? -1 : strtoll(obj.c_str() + p + key.size() + 3, nullptr, 10);
-}
-std::string jsonStr(const std::string& obj, const std::string& key) {
-  size_t p = obj.find("\"" + key + "\":\"");
-  if (p == std::string::npos) return "";
-  p += key.size() + 4;
-  return obj.substr(p, obj.find('"', p) - p);
 }
 
 TEST(ToolsNetns, PerfSweepBetweenTwoNamespaces) {
