@@ -175,20 +175,8 @@ struct ChildGuard {
   }
 };
 
-class IbFaultMatrix : public ::testing::Test {
+class IbFaultMatrix : public IbTwoDevicesTest {
  protected:
-  ScopedEnv env;
-  void* ctx = nullptr;
-  void SetUp() override {
-    std::string why = ibTwoDevicesOrWhy(env);
-    if (!why.empty()) RAILNET_SKIP(why);
-    railnetParamReset();
-  }
-  void TearDown() override {
-    if (ctx) ib->finalize(ctx);
-    railnetIbResetDevices();
-    railnetParamReset();
-  }
   void init() { ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess); }
   // A connected pair rxe1 -> rxe0 in this process, with its buffers registered.
   std::unique_ptr<Pipe> pair(size_t size, void** lcOut = nullptr) {

@@ -40,17 +40,6 @@ const char* kRetryCnt = "2";
 const long long kBoundNs = 20000000000LL;
 const size_t kMsg = 256 << 10;
 
-void childLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
 
 bool readFull(int fd, void* buf, size_t n, int timeoutMs) {
   size_t got = 0;
@@ -177,7 +166,7 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     dup2(lp[1], 2);
-    railnetSetLogger(childLogger);
+    railnetSetLogger(ibChildLogger);
     railnetIbResetDevices();
     void *cctx = nullptr, *lc = nullptr, *rc = nullptr;
     char handle[NCCL_NET_HANDLE_MAXSIZE];
@@ -279,7 +268,7 @@ TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     dup2(lp[1], 2);
-    railnetSetLogger(childLogger);
+    railnetSetLogger(ibChildLogger);
     railnetIbResetDevices();
     void *cctx = nullptr, *sc = nullptr;
     char h[NCCL_NET_HANDLE_MAXSIZE];

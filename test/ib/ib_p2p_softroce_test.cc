@@ -33,18 +33,6 @@ namespace {
 
 const ncclNet_t* ib = &railnetNetIb;
 
-// The sender child's logger: WARNs to stderr, which the parent collects.
-void childLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
 
 struct Msg {
   size_t sendSize;  // bytes sent
@@ -200,22 +188,8 @@ void* acceptComm(void* listenComm, long long deadline, std::string* err, pid_t p
   return comm;
 }
 
-class IbP2pTest : public ::testing::Test {
+class IbP2pTest : public IbTwoDevicesTest {
  protected:
-  ScopedEnv env;
-  void* ctx = nullptr;
-
-  void SetUp() override {
-    std::string why = ibTwoDevicesOrWhy(env);
-    if (!why.empty()) RAILNET_SKIP(why);
-    railnetParamReset();
-  }
-  void TearDown() override {
-    if (ctx) ib->finalize(ctx);
-    ctx = nullptr;
-    railnetIbResetDevices();
-    railnetParamReset();
-  }
   void init() {
     ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
     int ndev = 0;
@@ -239,7 +213,7 @@ class IbP2pTest : public ::testing::Test {
       close(hp[1]);
       close(lp[0]);
       dup2(lp[1], 2);
-      railnetSetLogger(childLogger);
+      railnetSetLogger(ibChildLogger);
       char handle[NCCL_NET_HANDLE_MAXSIZE];
       size_t got = 0;
       while (got < sizeof(handle)) {

@@ -1,6 +1,7 @@
 // Set-up shared by the soft-RoCE fixtures that move data between two RDMA devices.
 // Include after test_util.h, ibvwrap.h and net_ib/common.h.
 #pragma once
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string>
@@ -51,3 +52,36 @@ inline int softroceLinkUp(const std::string& netdev) {
                     "ip neigh replace " + a0 + " lladdr " + m0 + " dev " + n1 + " nud permanent";
   return rc != 0 ? rc : system(cmd.c_str());
 }
+
+// The logger of a forked child: its WARNs on stderr, which the parent collects from a pipe.
+inline void ibChildLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
+                          ...) {
+  (void)flags;
+  (void)file;
+  (void)line;
+  if (level != NCCL_LOG_WARN) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+// Fixture of the tests that move data between the tier's two RDMA devices: skips without
+// them, and finalizes the context and forgets every device after each test.
+class IbTwoDevicesTest : public ::testing::Test {
+ protected:
+  ScopedEnv env;
+  void* ctx = nullptr;
+  void SetUp() override {
+    std::string why = ibTwoDevicesOrWhy(env);
+    if (!why.empty()) RAILNET_SKIP(why);
+    railnetParamReset();
+  }
+  void TearDown() override {
+    if (ctx) railnetNetIb.finalize(ctx);
+    ctx = nullptr;
+    railnetIbResetDevices();
+    railnetParamReset();
+  }
+};
