@@ -124,6 +124,24 @@ std::string warnedPeer() {
   return "";
 }
 
+// The surviving side's request after its peer died: test() fails within the bound with
+// ncclRemoteError, and the WARN has the decoded status, its HINT, the comm's side and the
+// peer; then the case's fault-matrix row.
+void expectPeerDeathReported(void* req, const char* side, const char* caseName, const char* outcome) {
+  std::string what;
+  long long ns = timeToFailure(req, &what);
+  ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
+  printf("%s comm: test() failed %.1f ms after its first post to the dead peer (%s)\n", side, ns / 1e6, what.c_str());
+  EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
+  EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains(std::string(side) + " comm", NCCL_LOG_WARN)) << LogCapture::all();
+  std::string peer = warnedPeer();
+  EXPECT_TRUE(peer.find("198.18.0.") != std::string::npos || peer.find('<') != std::string::npos)
+      << "peer '" << peer << "' in\n" << LogCapture::all();
+  faultMatrixRow("ib", caseName, outcome, ns / 1e9);
+}
+
 class IbFaultTest : public ::testing::Test {
  protected:
   ScopedEnv env;
@@ -225,19 +243,7 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
   std::string childLog = drain(lp[0]);
   void* req = postSend(sc, bufs[2], 2, netNowNs() + 10000000000LL);
   ASSERT_NE(req, nullptr) << "no clear-to-send from the receiver before it died";
-  std::string what;
-  long long ns = timeToFailure(req, &what);
-  ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
-  printf("sender's test() failed %.1f ms after the first post to the dead receiver (%s)\n", ns / 1e6,
-         what.c_str());
-  EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
-  EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
-  EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN)) << LogCapture::all();
-  EXPECT_TRUE(LogCapture::contains("send comm", NCCL_LOG_WARN)) << LogCapture::all();
-  std::string peer = warnedPeer();
-  EXPECT_TRUE(peer.find("198.18.0.") != std::string::npos || peer.find('<') != std::string::npos)
-      << "peer '" << peer << "' in\n" << LogCapture::all();
-  faultMatrixRow("ib", "receiver killed mid-transfer", "sender's test() fails: retry exceeded, peer named", ns / 1e9);
+  expectPeerDeathReported(req, "send", "receiver killed mid-transfer", "sender's test() fails: retry exceeded, peer named");
   // the comm stays failed: later calls say so instead of hanging
   void* again = nullptr;
   EXPECT_NE(ib->isend(sc, bufs[0].mem.get(), 1, 3, bufs[0].mh, nullptr, &again), ncclSuccess);
@@ -318,18 +324,7 @@ TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
   std::string childLog = drain(lp[0]);
   void* req = postRecv(rc, bufs[2], 2);
   ASSERT_NE(req, nullptr);
-  std::string what;
-  long long ns = timeToFailure(req, &what);
-  ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
-  printf("receiver's test() failed %.1f ms after its clear-to-send to the dead sender (%s)\n", ns / 1e6,
-         what.c_str());
-  EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
-  EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
-  EXPECT_TRUE(LogCapture::contains("receive comm", NCCL_LOG_WARN)) << LogCapture::all();
-  std::string peer = warnedPeer();
-  EXPECT_TRUE(peer.find("198.18.0.") != std::string::npos || peer.find('<') != std::string::npos)
-      << "peer '" << peer << "' in\n" << LogCapture::all();
-  faultMatrixRow("ib", "sender killed mid-transfer", "receiver's test() fails: retry exceeded, peer named", ns / 1e9);
+  expectPeerDeathReported(req, "receive", "sender killed mid-transfer", "receiver's test() fails: retry exceeded, peer named");
   for (auto& b : bufs) EXPECT_EQ(ib->deregMr(rc, b.mh), ncclSuccess);
   EXPECT_EQ(ib->closeRecv(rc), ncclSuccess);
   EXPECT_EQ(ib->closeListen(lc), ncclSuccess);
