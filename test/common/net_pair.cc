@@ -74,8 +74,12 @@ struct Slot {
 };
 }  // namespace
 
-// Posts up to plan.inflight messages, then completes them in order.
-static int runSide(const ncclNet_t* net, void* comm, bool send, const NetPlan& plan, std::string* err) {
+// Posts up to plan.inflight messages, then completes them in order. The buffers live in
+// slots, which the caller keeps until the comm is closed: after a failed request the
+// transport may still be writing into the others (NCCL's rule: a buffer stays valid until
+// its request completes or its comm is closed).
+static int runSide(const ncclNet_t* net, void* comm, bool send, const NetPlan& plan, std::vector<Slot>& slots,
+                   std::string* err) {
   long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
   void* mh = nullptr;
   size_t maxSize = 1;
@@ -85,7 +89,8 @@ static int runSide(const ncclNet_t* net, void* comm, bool send, const NetPlan& p
     *err = "regMr failed";
     return 1;
   }
-  std::vector<Slot> slots(plan.inflight);
+  slots.clear();
+  slots.resize(plan.inflight);
   size_t next = 0, completed = 0;
   int slotIdx = 0;
   while (completed < plan.sizes.size()) {
@@ -161,7 +166,8 @@ int netRunSender(const ncclNet_t* net, void* ctx, int dev, void* handle, const N
       return 1;
     }
   }
-  int rc = runSide(net, comm, true, plan, err);
+  std::vector<Slot> slots;
+  int rc = runSide(net, comm, true, plan, slots, err);
   net->closeSend(comm);
   return rc;
 }
@@ -181,7 +187,8 @@ int netRunReceiver(const ncclNet_t* net, void* listenComm, const NetPlan& plan, 
       return 1;
     }
   }
-  int rc = runSide(net, comm, false, plan, err);
+  std::vector<Slot> slots;
+  int rc = runSide(net, comm, false, plan, slots, err);
   net->closeRecv(comm);
   return rc;
 }
