@@ -1,0 +1,28 @@
+/*
+ * railnet's test seams: every hook that exists only so that tests (and fuzz targets) can
+ * reset or inspect internal state. Library code never calls these; tools never include
+ * this header. Each section belongs to the layer named in its title.
+ */
+#ifndef RAILNET_TESTING_H
+#define RAILNET_TESTING_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- misc: params and logging (src/misc/env.c, param.c, debug.c) ---- */
+
+
+/* ---- misc: verbs loader (src/misc/ibvwrap.c) ---- */
+
+
+/* ---- transport: Socket (src/transport/net_socket*.c) ---- */
+
+
+/* ---- transport: IB (src/transport/net_ib/) ---- */
+
+
+#ifdef __cplusplus
+}
+#endif
+#endif
