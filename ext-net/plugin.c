@@ -14,7 +14,7 @@
 #include "railnet.h"
 #include "transport.h"
 
-static railnetParam pluginParams[] = {
+static const railnetParam pluginParams[] = {
     RAILNET_PARAM_STR_DEF("RAILNET_TRANSPORT", "auto",
                           "Transport of the plugin: auto (IB when an active port exists, else Socket), ib or socket"),
 };
@@ -444,6 +444,7 @@ RAILNET_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
 
 /* Before init, the name reflects what RAILNET_TRANSPORT asks for. */
 __attribute__((constructor)) static void pluginLoadName(void) {
-  const char* want = getenv("RAILNET_TRANSPORT");
+  /* raw (env.h): at load time nothing may be logged yet */
+  const char* want = railnetEnvGet(pluginParams[0].name, NULL);
   if (want != NULL && strcasecmp(want, "ib") == 0) publishName("RailIB");
 }

@@ -14,6 +14,7 @@
 #include "core.h"
 #include "debug.h"
 #include "param.h"
+#include "testing.h"
 
 /* Formats every message, as NCCL's logger would, and drops it: a fuzzer that prints
  * each WARN runs a hundred times slower. FUZZ_VERBOSE=1 prints them. */

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <railnet_net/net.h>
+#include "launch.h"
+#include "param.h"
 
 static int verbose;
 
@@ -123,10 +125,9 @@ int main(int argc, char** argv) {
       return strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
-  const char* dbg = getenv("NCCL_DEBUG");
+  const char* dbg = railnetParamRaw("NCCL_DEBUG", NULL);
   verbose = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
-  const char* plugin = getenv("NCCL_NET_PLUGIN");
-  if (plugin == NULL || plugin[0] == '\0') plugin = "railnet";
+  const char* plugin = railnetNetPluginName();
   char lib[512];
   snprintf(lib, sizeof(lib), "libnccl-net-%s.so", plugin);
   void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);

@@ -224,7 +224,7 @@ static void sectionInterfaces(void) {
   ncclResult_t res = railnetFindInterfaces(names, addrs, MAX_IF_NAME_SIZE, MAX_IFS, &n, &step);
 
   railnetParamSource src;
-  const char* user = railnetGetEnv("NCCL_SOCKET_IFNAME", &src);
+  const char* user = railnetParamRaw("NCCL_SOCKET_IFNAME", &src);
   railnetIfList userList;
   int userOk = user && strlen(user) > 1 && railnetIfListParse(user, 0, &userList) == ncclSuccess;
 
@@ -427,7 +427,7 @@ static void scanPorts(void) {
   qsort(devs, (size_t)nd, sizeof(devs[0]), cmpName);
 
   railnetParamSource src;
-  const char* hca = railnetGetEnv("NCCL_IB_HCA", &src);
+  const char* hca = railnetParamRaw("NCCL_IB_HCA", &src);
   railnetIfList hcaList;
   int useList = hca && hca[0] && railnetIfListParse(hca, 1, &hcaList) == ncclSuccess;
 
@@ -459,7 +459,7 @@ static void scanPorts(void) {
 static void sectionRdma(void) {
   section("rdma", "RDMA devices and ports");
   railnetParamSource src;
-  const char* hca = railnetGetEnv("NCCL_IB_HCA", &src);
+  const char* hca = railnetParamRaw("NCCL_IB_HCA", &src);
   jStr("sysfs", sysfsRoot);
   jStr("NCCL_IB_HCA", hca);
   if (nPorts == 0) {
@@ -692,7 +692,7 @@ static void sectionGids(void) {
     return;
   }
   railnetParamSource src;
-  const char* forced = railnetGetEnv("NCCL_IB_GID_INDEX", &src);
+  const char* forced = railnetParamRaw("NCCL_IB_GID_INDEX", &src);
   jOpen("ports", '[');
   static gidEntry g[MAX_GIDS];
   for (int i = 0; i < nPorts; i++) {
@@ -1009,7 +1009,7 @@ static void sectionParams(int all) {
   for (int t = 0; t < railnetParamTableCount(); t++) {
     const railnetParamTable* tab = railnetParamTableAt(t);
     for (int i = 0; i < tab->count; i++) {
-      railnetParam* p = &tab->params[i];
+      const railnetParam* p = &tab->params[i];
       char val[256], def[64];
       railnetParamSource src;
       if (p->type == RAILNET_PARAM_INT) {
@@ -1021,15 +1021,15 @@ static void sectionParams(int all) {
         sfmt(def, sizeof(def), "%s", p->defStr ? p->defStr : "(unset)");
       }
       src = railnetParamSourceOf(p);
-      if (p->malformed) {
-        const char* raw = railnetGetEnv(p->name, &src);
+      if (railnetParamMalformed(p)) {
+        const char* raw = railnetParamRaw(p->name, &src);
         char fix[256];
         sfmt(fix, sizeof(fix), "set %s to an integer in [%" PRId64 ", %" PRId64 "] or unset it", p->name, p->min,
                  p->max);
         PROBLEM(fix, "%s='%s' (%s) is invalid: the default %s is used instead", p->name, raw ? raw : "",
                 railnetParamSourceName(src), def);
       }
-      if (!all && src == RAILNET_SRC_DEFAULT && !p->malformed) continue;
+      if (!all && src == RAILNET_SRC_DEFAULT && !railnetParamMalformed(p)) continue;
       shown++;
       jOpen(NULL, '{');
       jStr("name", p->name);
@@ -1100,7 +1100,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const char* sys = railnetGetEnv("SYSFS_PATH", NULL); /* as the IB transport reads it */
+  const char* sys = railnetParamRaw("SYSFS_PATH", NULL); /* as the IB transport reads it */
   if (sys && sys[0]) sfmt(sysfsRoot, sizeof(sysfsRoot), "%s", sys);
   if (jsonMode) railnetSetLogger(noLog); /* keep stdout pure JSON */
 

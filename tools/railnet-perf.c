@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <railnet_net/net.h>
+#include "launch.h"
 
 #define PERF_MAGIC 0x7261696c70657266ULL /* "railperf" */
 #define MAX_SIZES 64
@@ -270,8 +271,7 @@ static void perfLogger(ncclDebugLogLevel level, unsigned long flags, const char*
 
 /* NCCL's rule: NCCL_NET_PLUGIN=<name> loads libnccl-net-<name>.so, else <name> itself. */
 static void loadPlugin(void) {
-  const char* name = opt.plugin ? opt.plugin : getenv("NCCL_NET_PLUGIN");
-  if (name == NULL || name[0] == '\0') name = "railnet";
+  const char* name = opt.plugin ? opt.plugin : railnetNetPluginName();
   char candidates[2][512];
   snprintf(candidates[0], sizeof(candidates[0]), "libnccl-net-%s.so", name);
   if (strlen(name) >= sizeof(candidates[1])) die("plugin name too long: %s", name);
@@ -1131,14 +1131,6 @@ static size_t parseSize(const char* s) {
   return (size_t)v;
 }
 
-static int envRank(void) {
-  static const char* vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-  for (int i = 0; i < 3; i++) {
-    const char* v = getenv(vars[i]);
-    if (v && *v) return atoi(v);
-  }
-  return -1;
-}
 
 int main(int argc, char** argv) {
   int all = 0;
@@ -1209,7 +1201,7 @@ int main(int argc, char** argv) {
     sizes[nSizes++] = opt.minSize;
   }
 
-  int rank = envRank();
+  int rank = railnetLauncherRank();
   if (!opt.server && !opt.client && !opt.loopback && rank >= 0) {
     opt.port += rank / 2;
     if (rank % 2 == 0) opt.server = 1;

@@ -25,8 +25,8 @@ ncclDebugLogLevel railnetParseLevel(const char* spec);
 /* Expand %h (hostname) and %p (pid) in an NCCL_DEBUG_FILE pattern. */
 void railnetExpandDebugFile(const char* pattern, char* out, size_t outlen);
 
-/* Forget the cached NCCL_DEBUG* settings (tests; re-read at the next message). */
-void railnetDebugReset(void);
+/* Log, as WARNs, what the settings layer (env.h) found wrong in conf files so far. */
+void railnetDebugFlushEnv(void);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,12 @@ extern "C" {
 #endif
 
 /* ---- misc: params and logging (src/misc/env.c, param.c, debug.c) ---- */
-
+/* Forget the conf files read so far (the next lookup reads them again). */
+void railnetEnvReset(void);
+/* railnetEnvReset, and forget every param's cached value. */
+void railnetParamReset(void);
+/* Forget the cached NCCL_DEBUG* settings (re-read at the next message; closes the file). */
+void railnetDebugReset(void);
 
 /* ---- misc: verbs loader (src/misc/ibvwrap.c) ---- */
 

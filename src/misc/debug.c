@@ -11,7 +11,20 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "param.h"
+#include "env.h"
+#include "testing.h"
+
+enum { P_DEBUG, P_SUBSYS, P_FILE };
+static const railnetParam debugParams[] = {
+    [P_DEBUG] = RAILNET_PARAM_STR_DEF("NCCL_DEBUG", NULL,
+                                      "Log level when railnet runs outside NCCL: VERSION, WARN, INFO, TRACE "
+                                      "(inside NCCL, NCCL's logger decides)"),
+    [P_SUBSYS] = RAILNET_PARAM_STR_DEF("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV",
+                                       "Subsystems of INFO/TRACE lines: NET, ENV, INIT, ... or ALL; '^' excludes"),
+    [P_FILE] = RAILNET_PARAM_STR_DEF("NCCL_DEBUG_FILE", NULL,
+                                     "Log to this file instead of stdout (%h: host name, %p: pid)"),
+};
+RAILNET_PARAM_TABLE("debug", debugParams);
 
 static ncclDebugLogger_t ncclLogger;
 static pthread_mutex_t debugLock = PTHREAD_MUTEX_INITIALIZER;
@@ -93,14 +106,15 @@ void railnetExpandDebugFile(const char* pattern, char* out, size_t outlen) {
 }
 
 static void debugLoad(void) {
-  debugLevel = railnetParseLevel(railnetGetEnv("NCCL_DEBUG", NULL));
-  debugMask = railnetParseSubsys(railnetGetEnv("NCCL_DEBUG_SUBSYS", NULL));
+  /* Raw reads through the layer below: the param layer logs, and logging is being set up. */
+  debugLevel = railnetParseLevel(railnetEnvGet(debugParams[P_DEBUG].name, NULL));
+  debugMask = railnetParseSubsys(railnetEnvGet(debugParams[P_SUBSYS].name, NULL));
   if (gethostname(hostName, sizeof(hostName)) != 0) snprintf(hostName, sizeof(hostName), "unknown");
   hostName[sizeof(hostName) - 1] = '\0';
   char* dot = strchr(hostName, '.');
   if (dot) *dot = '\0';
   clock_gettime(CLOCK_MONOTONIC, &debugEpoch);
-  const char* fileSpec = railnetGetEnv("NCCL_DEBUG_FILE", NULL);
+  const char* fileSpec = railnetEnvGet(debugParams[P_FILE].name, NULL);
   if (debugLevel > NCCL_LOG_VERSION && fileSpec != NULL && fileSpec[0] != '\0') {
     char path[PATH_MAX];
     railnetExpandDebugFile(fileSpec, path, sizeof(path));
@@ -140,6 +154,15 @@ int railnetDebugEnabled(ncclDebugLogLevel level, unsigned long flags) {
   return 1;
 }
 
+/* What the settings layer found wrong in a conf file, logged now that logging works. */
+void railnetDebugFlushEnv(void) {
+  char msg[512];
+  const char* file = NULL;
+  int line = 0;
+  while (railnetEnvTakeComplaint(msg, sizeof(msg), &file, &line))
+    railnetDebugLog(NCCL_LOG_WARN, NCCL_ALL, file, line, "%s", msg);
+}
+
 void railnetDebugLog(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                      const char* fmt, ...) {
   char msg[2048];
@@ -150,10 +173,13 @@ void railnetDebugLog(ncclDebugLogLevel level, unsigned long flags, const char* f
 
   ncclDebugLogger_t logger = railnetGetLogger();
   if (logger != NULL) {
+    railnetDebugFlushEnv();
     logger(level, flags, file, line, "%s", msg);
     return;
   }
-  if (!railnetDebugEnabled(level, flags)) return;
+  int enabled = railnetDebugEnabled(level, flags); /* sets logging up (and may read conf files) */
+  railnetDebugFlushEnv();
+  if (!enabled) return;
 
   char out[2400];
   int pid = (int)getpid(), tid = (int)syscall(SYS_gettid);

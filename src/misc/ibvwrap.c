@@ -12,7 +12,7 @@
 #include "param.h"
 
 enum { P_RETRY_ALL, P_RETRY_CNT, P_RETRY_SLEEP, P_IBVERBS_LIB };
-static railnetParam ibvParams[] = {
+static const railnetParam ibvParams[] = {
     [P_RETRY_ALL] = RAILNET_PARAM_INT_DEF("NCCL_IB_MQP_RETRY_ALL", 0, 0, 1,
                                           "Retry ibv_modify_qp on any error, not only ETIMEDOUT"),
     [P_RETRY_CNT] = RAILNET_PARAM_INT_DEF("NCCL_IB_MQP_RETRY_CNT", 34, 0, 100000,

@@ -21,7 +21,7 @@
 #include "socket.h"
 
 enum { P_IFNAME, P_FAMILY, P_COMM_ID };
-static railnetParam ifaceParams[] = {
+static const railnetParam ifaceParams[] = {
     [P_IFNAME] = RAILNET_PARAM_STR_DEF("NCCL_SOCKET_IFNAME", NULL,
                                        "Interfaces for sockets: prefixes, '=' exact names, '^' to exclude "
                                        "(e.g. eth0 / =eth0,eth1 / ^docker,lo)"),

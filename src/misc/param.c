@@ -1,129 +1,14 @@
-/* railnet params: environment, then the user conf file, then the system conf file. */
+/* railnet params: typed, range-checked and logged reads of the declared variables. */
 #include "param.h"
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "core.h"
-
-/* One NAME=value pair read from a conf file. */
-typedef struct {
-  char* name;
-  char* value;
-  railnetParamSource src;
-} confEntry;
-
-/* Recursive: a WARN about a conf line may itself look up NCCL_DEBUG. */
-static pthread_mutex_t confLock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-static int confLoaded;
-static confEntry* confEntries;
-static int confCount, confCap;
-
-static char* trim(char* s) {
-  while (isspace((unsigned char)*s)) s++;
-  char* e = s + strlen(s);
-  while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
-  return s;
-}
-
-static void confAdd(const char* name, const char* value, railnetParamSource src) {
-  for (int i = 0; i < confCount; i++)
-    if (strcmp(confEntries[i].name, name) == 0) return; /* first file read wins */
-  if (confCount == confCap) {
-    int cap = confCap ? confCap * 2 : 32;
-    confEntry* n = realloc(confEntries, cap * sizeof(*n));
-    if (n == NULL) return;
-    confEntries = n;
-    confCap = cap;
-  }
-  char* nm = strdup(name);
-  char* val = strdup(value);
-  if (nm == NULL || val == NULL) {
-    free(nm);
-    free(val);
-    return;
-  }
-  confEntries[confCount++] = (confEntry){nm, val, src};
-}
-
-/* Lines are NAME=value; '#' starts a comment; blank lines are skipped. */
-static void confReadFile(const char* path, railnetParamSource src) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) return;
-  char line[4096];
-  int lineno = 0;
-  while (fgets(line, sizeof(line), f) != NULL) {
-    lineno++;
-    char* hash = strchr(line, '#');
-    if (hash) *hash = '\0';
-    char* s = trim(line);
-    if (*s == '\0') continue;
-    char* eq = strchr(s, '=');
-    if (eq == NULL) {
-      WARN("%s:%d: ignoring line without '=' (expected NAME=value)", path, lineno);
-      continue;
-    }
-    *eq = '\0';
-    char* name = trim(s);
-    char* value = trim(eq + 1);
-    if (*name == '\0') {
-      WARN("%s:%d: ignoring line with an empty name", path, lineno);
-      continue;
-    }
-    confAdd(name, value, src);
-  }
-  fclose(f);
-}
-
-static void confLoad(void) {
-  const char* userFile = getenv("NCCL_CONF_FILE");
-  char path[PATH_MAX];
-  if (userFile != NULL && userFile[0] != '\0') {
-    confReadFile(userFile, RAILNET_SRC_USER_FILE);
-  } else {
-    const char* home = getenv("HOME");
-    if (home == NULL) {
-      struct passwd* pw = getpwuid(getuid());
-      home = pw ? pw->pw_dir : NULL;
-    }
-    if (home != NULL) {
-      snprintf(path, sizeof(path), "%s/.nccl.conf", home);
-      confReadFile(path, RAILNET_SRC_USER_FILE);
-    }
-  }
-  const char* sys = getenv("RAILNET_SYSTEM_CONF");
-  confReadFile(sys && sys[0] ? sys : "/etc/nccl.conf", RAILNET_SRC_SYSTEM_FILE);
-}
-
-const char* railnetGetEnv(const char* name, railnetParamSource* src) {
-  const char* v = getenv(name);
-  if (v != NULL) {
-    if (src) *src = RAILNET_SRC_ENV;
-    return v;
-  }
-  pthread_mutex_lock(&confLock);
-  if (!confLoaded) {
-    confLoaded = 1; /* first, so that a nested lookup does not load again */
-    confLoad();
-  }
-  const char* found = NULL;
-  for (int i = 0; i < confCount; i++) {
-    if (strcmp(confEntries[i].name, name) == 0) {
-      found = confEntries[i].value;
-      if (src) *src = confEntries[i].src;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&confLock);
-  if (found == NULL && src) *src = RAILNET_SRC_DEFAULT;
-  return found;
-}
+#include "testing.h"
 
 static pthread_mutex_t paramLock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -140,105 +25,126 @@ static int parseInt(const char* s, int64_t* out) {
   return 0;
 }
 
-static void paramLoad(railnetParam* p) {
+/* Fills p's cache; what to say about it is logged by the caller, outside the lock. */
+typedef enum { SAY_NOTHING, SAY_SET, SAY_NOT_INT, SAY_RANGE } paramNews;
+
+static paramNews paramLoad(const railnetParam* p, const char** rawOut, int64_t* parsed) {
+  railnetParamCache* c = p->cache;
   railnetParamSource src = RAILNET_SRC_DEFAULT;
-  const char* raw = railnetGetEnv(p->name, &src);
-  p->malformed = 0;
-  p->source = RAILNET_SRC_DEFAULT;
+  const char* raw = railnetEnvGet(p->name, &src);
+  *rawOut = raw;
+  c->malformed = 0;
+  c->source = RAILNET_SRC_DEFAULT;
   if (p->type == RAILNET_PARAM_STR) {
-    p->str = p->defStr;
-    if (raw != NULL) {
-      p->str = raw;
-      p->source = src;
-      INFO(NCCL_ENV, "%s set by %s to %s", p->name, railnetParamSourceName(src), raw);
-    }
-    return;
+    c->str = raw != NULL ? raw : p->defStr;
+    c->source = raw != NULL ? src : RAILNET_SRC_DEFAULT;
+    return raw != NULL ? SAY_SET : SAY_NOTHING;
   }
-  p->value = p->def;
-  if (raw == NULL) return;
-  int64_t v;
-  if (parseInt(raw, &v) != 0) {
-    WARN("Invalid value '%s' for %s (from %s): not an integer; using the default %" PRId64
-         ". Fix: unset %s or set it to an integer in [%" PRId64 ", %" PRId64 "]",
-         raw, p->name, railnetParamSourceName(src), p->def, p->name, p->min, p->max);
-    p->malformed = 1;
-    return;
+  c->value = p->def;
+  if (raw == NULL) return SAY_NOTHING;
+  c->source = src; /* where the (possibly bad) text came from, until it is found bad */
+  if (parseInt(raw, parsed) != 0) {
+    c->malformed = 1;
+    return SAY_NOT_INT;
   }
-  if (v < p->min || v > p->max) {
-    WARN("Invalid value %" PRId64 " for %s (from %s): outside [%" PRId64 ", %" PRId64
-         "]; using the default %" PRId64,
-         v, p->name, railnetParamSourceName(src), p->min, p->max, p->def);
-    p->malformed = 1;
-    return;
+  if (*parsed < p->min || *parsed > p->max) {
+    c->malformed = 1;
+    return SAY_RANGE;
   }
-  p->value = v;
-  p->source = src;
-  INFO(NCCL_ENV, "%s set by %s to %" PRId64, p->name, railnetParamSourceName(src), v);
+  c->value = *parsed;
+  return SAY_SET;
 }
 
-static void paramEnsure(railnetParam* p) {
-  if (__atomic_load_n(&p->loaded, __ATOMIC_ACQUIRE)) return;
+static void paramReport(const railnetParam* p, paramNews news, const char* raw, int64_t v, railnetParamSource src) {
+  const char* from = railnetParamSourceName(src);
+  switch (news) {
+    case SAY_NOTHING: break;
+    case SAY_SET:
+      if (p->type == RAILNET_PARAM_STR) INFO(NCCL_ENV, "%s set by %s to %s", p->name, from, raw);
+      else INFO(NCCL_ENV, "%s set by %s to %" PRId64, p->name, from, v);
+      break;
+    case SAY_NOT_INT:
+      WARN("Invalid value '%s' for %s (from %s): not an integer; using the default %" PRId64
+           ". Fix: unset %s or set it to an integer in [%" PRId64 ", %" PRId64 "]",
+           raw, p->name, from, p->def, p->name, p->min, p->max);
+      break;
+    case SAY_RANGE:
+      WARN("Invalid value %" PRId64 " for %s (from %s): outside [%" PRId64 ", %" PRId64
+           "]; using the default %" PRId64,
+           v, p->name, from, p->min, p->max, p->def);
+      break;
+  }
+}
+
+static void paramEnsure(const railnetParam* p) {
+  railnetParamCache* c = p->cache;
+  if (__atomic_load_n(&c->loaded, __ATOMIC_ACQUIRE)) return;
+  paramNews news = SAY_NOTHING;
+  const char* raw = NULL;
+  int64_t v = 0;
+  railnetParamSource src = RAILNET_SRC_DEFAULT;
   pthread_mutex_lock(&paramLock);
-  if (!p->loaded) {
-    paramLoad(p);
-    __atomic_store_n(&p->loaded, 1, __ATOMIC_RELEASE);
+  if (!c->loaded) {
+    news = paramLoad(p, &raw, &v);
+    src = c->source;
+    if (c->malformed) c->source = RAILNET_SRC_DEFAULT; /* the default is what is used */
+    __atomic_store_n(&c->loaded, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&paramLock);
+  paramReport(p, news, raw, v, src);
 }
 
-int64_t railnetParamInt(railnetParam* p) {
+int64_t railnetParamInt(const railnetParam* p) {
   paramEnsure(p);
-  return p->value;
+  return p->cache->value;
 }
 
-const char* railnetParamStr(railnetParam* p) {
+const char* railnetParamStr(const railnetParam* p) {
   paramEnsure(p);
-  return p->str;
+  return p->cache->str;
 }
 
-railnetParamSource railnetParamSourceOf(railnetParam* p) {
+railnetParamSource railnetParamSourceOf(const railnetParam* p) {
   paramEnsure(p);
-  return p->source;
+  return p->cache->source;
 }
 
-const char* railnetParamSourceName(railnetParamSource src) {
-  switch (src) {
-    case RAILNET_SRC_ENV: return "environment";
-    case RAILNET_SRC_USER_FILE: return "user conf file";
-    case RAILNET_SRC_SYSTEM_FILE: return "system conf file";
-    default: return "default";
-  }
+int railnetParamMalformed(const railnetParam* p) {
+  paramEnsure(p);
+  return p->cache->malformed;
 }
 
-/* Tables registered with RAILNET_PARAM_TABLE live between these linker symbols. */
-extern const railnetParamTable __start_railnet_ptab[] __attribute__((weak));
-extern const railnetParamTable __stop_railnet_ptab[] __attribute__((weak));
-
-int railnetParamTableCount(void) {
-  if (__start_railnet_ptab == NULL) return 0;
-  return (int)(__stop_railnet_ptab - __start_railnet_ptab);
+/* A name that no table declares is a railnet bug: say so once per name (well, per call
+ * site's first few), and read it as unset so that the bug cannot go unnoticed in tests. */
+static const railnetParam* findDeclared(const char* name) {
+  const railnetParam* p = railnetParamFind(name);
+  if (p == NULL) WARN("railnet reads %s, which no param table declares (a railnet bug: please report it)",
+                      name ? name : "(null)");
+  return p;
 }
 
-const railnetParamTable* railnetParamTableAt(int i) {
-  if (i < 0 || i >= railnetParamTableCount()) return NULL;
-  return &__start_railnet_ptab[i];
+int64_t railnetParamIntByName(const char* name) {
+  const railnetParam* p = findDeclared(name);
+  return p != NULL && p->type == RAILNET_PARAM_INT ? railnetParamInt(p) : 0;
+}
+
+const char* railnetParamStrByName(const char* name) {
+  const railnetParam* p = findDeclared(name);
+  return p != NULL && p->type == RAILNET_PARAM_STR ? railnetParamStr(p) : NULL;
+}
+
+const char* railnetParamRaw(const char* name, railnetParamSource* src) {
+  if (src) *src = RAILNET_SRC_DEFAULT;
+  if (findDeclared(name) == NULL) return NULL;
+  return railnetEnvGet(name, src);
 }
 
 void railnetParamReset(void) {
-  pthread_mutex_lock(&confLock);
-  for (int i = 0; i < confCount; i++) {
-    free(confEntries[i].name);
-    free(confEntries[i].value);
-  }
-  free(confEntries);
-  confEntries = NULL;
-  confCount = confCap = 0;
-  confLoaded = 0;
-  pthread_mutex_unlock(&confLock);
+  railnetEnvReset();
   pthread_mutex_lock(&paramLock);
   for (int t = 0; t < railnetParamTableCount(); t++) {
     const railnetParamTable* tab = railnetParamTableAt(t);
-    for (int i = 0; i < tab->count; i++) __atomic_store_n(&tab->params[i].loaded, 0, __ATOMIC_RELEASE);
+    for (int i = 0; i < tab->count; i++) __atomic_store_n(&tab->params[i].cache->loaded, 0, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&paramLock);
 }

@@ -19,7 +19,7 @@
 #include "param.h"
 
 enum { P_RETRY_CNT, P_RETRY_SLEEP, P_POLL_TIMEOUT, P_SNDBUF, P_RCVBUF, P_MAGIC, P_ACCEPT_TIMEOUT };
-static railnetParam socketParams[] = {
+static const railnetParam socketParams[] = {
     [P_RETRY_CNT] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_RETRY_CNT", 34, 0, 1000000,
                                           "Connect attempts to a peer that refuses or does not answer"),
     [P_RETRY_SLEEP] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_RETRY_SLEEP_MSEC", 100, 0, 3600000,

@@ -32,7 +32,7 @@
 #define HANDLE_MAGIC 0x4b434f534c494152ULL /* "RAILSOCK" */
 
 enum { P_NTHREADS, P_NSOCKS, P_INLINE, P_MIN_TASK, P_TIMEOUT };
-static railnetParam netSocketParams[] = {
+static const railnetParam netSocketParams[] = {
     [P_NTHREADS] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_NTHREADS", -2, -2, 1024,
                                          "Helper threads per comm (-2: automatic, 0 on most NICs, 2 on AWS, 4 on GCP)"),
     [P_NSOCKS] = RAILNET_PARAM_INT_DEF("NCCL_NSOCKS_PERTHREAD", -2, -2, 1024,
@@ -72,7 +72,7 @@ static ncclResult_t devicesInit(void) {
     if (res == ncclSuccess && n <= 0) {
       WARN("NET/Socket : no usable network interface found (none is up with an address%s); "
            "check `ip addr` and NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY",
-           railnetGetEnv("NCCL_SOCKET_IFNAME", NULL) ? " and matches NCCL_SOCKET_IFNAME" : "");
+           railnetParamRaw("NCCL_SOCKET_IFNAME", NULL) ? " and matches NCCL_SOCKET_IFNAME" : "");
       res = ncclSystemError;
     }
     if (res == ncclSuccess) {

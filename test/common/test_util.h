@@ -8,6 +8,7 @@
 extern "C" {
 #include "debug.h"
 #include "param.h"
+#include "testing.h"
 }
 
 // A test that needs something absent prints "SKIP: <reason>" and is counted as skipped.

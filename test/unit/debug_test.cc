@@ -3,6 +3,8 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern "C" {
@@ -100,6 +102,45 @@ TEST(Debug, ForwardsToNcclLogger) {
   EXPECT_EQ(LogCapture::lines()[0].flags, (unsigned long)NCCL_NET);
   EXPECT_EQ(LogCapture::lines()[0].msg, "forwarded info");
   EXPECT_EQ(LogCapture::lines()[1].level, NCCL_LOG_WARN);
+}
+
+// The first thing the process does is log, and the conf file has a malformed line: loading
+// NCCL_DEBUG reads the conf file, whose complaint is itself a WARN. That must not re-enter
+// the logger while it is being set up (it used to block on the logger's own lock forever).
+// The complaint still reaches the log, once the logger is up.
+TEST(Debug, FirstLogWithBadConfFileDoesNotDeadlock) {
+  TempDir dir;
+  std::string conf = dir.write("nccl.conf", "NCCL_DEBUG=WARN\nthis line has no equals sign\n");
+  std::string logPath = dir.path() + "/log";
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    unsetenv("NCCL_DEBUG");
+    setenv("NCCL_CONF_FILE", conf.c_str(), 1);
+    setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+    railnetSetLogger(nullptr);
+    railnetParamReset();
+    railnetDebugReset();
+    WARN("first line of the process");
+    railnetDebugReset();  // closes the file
+    _exit(0);
+  }
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 1000 && !exited; i++) {  // at most 10 s
+    exited = waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) usleep(10000);
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(exited) << "the first log line with a malformed conf file did not return within 10 s (deadlock)";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  std::string text = slurp(logPath);
+  EXPECT_NE(text.find("NCCL WARN first line of the process"), std::string::npos) << text;
+  EXPECT_NE(text.find(conf + ":2: ignoring line without '='"), std::string::npos) << text;
 }
 
 }  // namespace

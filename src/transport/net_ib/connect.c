@@ -28,7 +28,7 @@
 #include "param.h"
 
 enum { P_GID_INDEX, P_FLID_GID_INDEX, P_ROCE_VERSION, P_ADDR_FAMILY, P_ADDR_RANGE };
-static railnetParam connectParams[] = {
+static const railnetParam connectParams[] = {
     [P_GID_INDEX] = RAILNET_PARAM_INT_DEF("NCCL_IB_GID_INDEX", -1, -1, 65535,
                                           "RoCE GID index to use (-1: choose automatically from the GID table)"),
     [P_FLID_GID_INDEX] = RAILNET_PARAM_INT_DEF("NCCL_IB_ROUTABLE_FLID_GID_INDEX", 1, 0, 65535,
@@ -390,7 +390,7 @@ enum {
   P_TIMEOUT, P_RETRY_CNT, P_SL, P_TC, P_FIFO_TC, P_PKEY, P_QPS_PER_CONN, P_USE_INLINE, P_ECE, P_SPLIT,
   P_GDR_FLUSH_DISABLE
 };
-static railnetParam qpParams[] = {
+static const railnetParam qpParams[] = {
     [P_TIMEOUT] = RAILNET_PARAM_INT_DEF("NCCL_IB_TIMEOUT", 20, 1, 31,
                                         "QP ACK timeout: 4.096 us x 2^value (ibv_qp_attr.timeout)"),
     [P_RETRY_CNT] = RAILNET_PARAM_INT_DEF("NCCL_IB_RETRY_CNT", 7, 0, 7, "QP transport retry count"),

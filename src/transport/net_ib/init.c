@@ -31,7 +31,7 @@ enum {
   P_ASYNC_EVENTS,
   P_SYSFS
 };
-static railnetParam ibInitParams[] = {
+static const railnetParam ibInitParams[] = {
     [P_DISABLE] = RAILNET_PARAM_INT_DEF("NCCL_IB_DISABLE", 0, 0, 1, "1: do not use the IB transport"),
     [P_HCA] = RAILNET_PARAM_STR_DEF("NCCL_IB_HCA", NULL,
                                     "HCAs (and :ports) to use: prefixes, '=' exact names, '^' to exclude, "
