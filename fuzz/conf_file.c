@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    (long long)v, (long long)p->min, (long long)p->max);
       } else {
         const char* s = railnetParamStr(p);
-        if (s != NULL && railnetParamSourceOf(p) != RAILNET_SRC_DEFAULT)
+        railnetParamSource src = railnetParamSourceOf(p);
+        if (s != NULL && (src == RAILNET_SRC_USER_FILE || src == RAILNET_SRC_SYSTEM_FILE))
           FUZZ_CHECK(strlen(s) <= size, "%s is longer than the file", p->name);
       }
       (void)railnetParamSourceOf(p);
