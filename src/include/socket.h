@@ -47,6 +47,8 @@ typedef struct {
 ncclResult_t railnetIfListParse(const char* spec, int allowPort, railnetIfList* list);
 /* Does the list select this name (and port, -1 when not applicable)? Honours '^'. */
 int railnetIfListSelects(const railnetIfList* list, const char* name, int port);
+/* Is spec set but without a single name ("", "^", "=", ",", "^=, ")? NULL: no. */
+int railnetIfListNamesNothing(const char* spec);
 
 /* ---------------------------------------------------------------- interfaces */
 

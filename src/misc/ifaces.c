@@ -265,13 +265,15 @@ ncclResult_t railnetFindInterfaces(char* ifNames, union ncclSocketAddress* ifAdd
 
   int family = socketFamily();
   const char* user = railnetParamStr(&ifaceParams[P_IFNAME]);
-  /* NCCL ignores values of one character or less ("", "^", "="). */
-  int useUser = user != NULL && strlen(user) > 1;
+  /* NCCL ignores values of one character or less ("e", "^", "="); a value that names no
+   * interface at all ("", "^", "=", ",", "^=,") is a mistake worth a WARN (after the choice). */
+  int namesNothing = railnetIfListNamesNothing(user);
+  int useUser = user != NULL && strlen(user) > 1 && !namesNothing;
   railnetIfList userList;
   if (user != NULL) {
     INFO(NCCL_ENV, "NCCL_SOCKET_IFNAME set by %s to %s%s",
          railnetParamSourceName(railnetParamSourceOf(&ifaceParams[P_IFNAME])), user,
-         useUser ? "" : " (too short: ignored, as NCCL does)");
+         useUser || namesNothing ? "" : " (too short: ignored, as NCCL does)");
   }
   if (useUser) NCCLCHECK(railnetIfListParse(user, 0, &userList));
 
@@ -301,9 +303,15 @@ ncclResult_t railnetFindInterfaces(char* ifNames, union ncclSocketAddress* ifAdd
   freeifaddrs(all);
   if (res != ncclSuccess) return res;
 
+  char chosen[1024] = "nothing";
+  if (*nIfs > 0) describeChosen(ifNames, ifAddrs, ifNameMaxSize, *nIfs, chosen, sizeof(chosen));
+  if (namesNothing)
+    WARN("NET/Socket : NCCL_SOCKET_IFNAME=\"%s\" (from %s) names no interface: ignored; using the automatic "
+         "choice instead: %s (chosen by: %s). Fix: name the interfaces (e.g. NCCL_SOCKET_IFNAME=eth0 or =eth0,eth1) "
+         "or unset NCCL_SOCKET_IFNAME",
+         user, railnetParamSourceName(railnetParamSourceOf(&ifaceParams[P_IFNAME])), chosen,
+         railnetIfStepName(step));
   if (*nIfs > 0) {
-    char chosen[1024];
-    describeChosen(ifNames, ifAddrs, ifNameMaxSize, *nIfs, chosen, sizeof(chosen));
     INFO(NCCL_NET | NCCL_ENV, "NET/Socket : selected %s (chosen by: %s)", chosen, railnetIfStepName(step));
   } else if (!useUser) {
     INFO(NCCL_NET | NCCL_ENV, "NET/Socket : no usable interface (up and running, with an address) found");

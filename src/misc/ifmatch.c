@@ -124,6 +124,13 @@ ncclResult_t railnetIfListParse(const char* spec, int allowPort, railnetIfList* 
   return ncclSuccess;
 }
 
+int railnetIfListNamesNothing(const char* spec) {
+  if (spec == NULL) return 0;
+  for (const char* c = spec; *c; c++)
+    if (*c != '^' && *c != '=' && *c != ',' && !isspace((unsigned char)*c)) return 0;
+  return 1;
+}
+
 static int entryMatches(const railnetIfEntry* ent, int exact, const char* name, int port) {
   int nameOk = exact ? strcmp(name, ent->name) == 0 : strncmp(name, ent->name, strlen(ent->name)) == 0;
   int portOk = ent->port == -1 || port == -1 || ent->port == port;

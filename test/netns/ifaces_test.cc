@@ -468,6 +468,26 @@ TEST_F(IfacesTest, MalformedIfnameFailsAndOneCharacterIsIgnoredAsInNccl) {
   }
 }
 
+// A list that is set but names no interface is a mistake: a WARN says so and what is used
+// instead (the automatic choice), never a silent fallback. One character that is a name
+// ("e") is NCCL's "too short" rule: an INFO only.
+TEST_F(IfacesTest, IfnameThatNamesNoInterfaceWarnsAndSaysWhatIsUsed) {
+  build({ifc("ib0", {"198.18.1.1/24"}), ifc("eth0", {"198.18.2.1/24"})});
+  for (const char* spec : {"", "=", "^", ",", "=,", "^=", " , ,"}) {
+    Found f = find({{"NCCL_SOCKET_IFNAME", spec}});
+    ASSERT_TRUE(f.ran) << f;
+    EXPECT_EQ(f.res, ncclSuccess) << f;
+    EXPECT_EQ(f.names, V{"ib0"}) << "[" << spec << "]\n" << f;
+    EXPECT_EQ(f.step, RAILNET_IF_IB) << f;
+    EXPECT_TRUE(f.logHas(std::string("NCCL_SOCKET_IFNAME=\"") + spec + "\" (from environment) names no interface",
+                         NCCL_LOG_WARN))
+        << "[" << spec << "]\n" << f;
+    EXPECT_TRUE(f.logHas("instead: [0]ib0:198.18.1.1<0> (chosen by: ib* interfaces)", NCCL_LOG_WARN)) << f;
+  }
+  Found f = find({{"NCCL_SOCKET_IFNAME", "e"}});
+  EXPECT_FALSE(f.logHas("names no interface")) << f;
+}
+
 TEST_F(IfacesTest, NcclFindInterfacesIsTheSameChoice) {
   build({ifc("eth0", {"198.18.2.1/24"}), ifc("ib0", {"198.18.1.1/24"})});
   NetNsResult r = host_->run([](NetNsIo& io) {

@@ -164,3 +164,9 @@ TEST(IfMatch, BadPortsWarnAndFail) {
     EXPECT_TRUE(log.contains(std::string("\"") + c.spec + "\"", NCCL_LOG_WARN)) << log.all();
   }
 }
+
+TEST(IfMatch, ListThatNamesNothing) {
+  for (const char* spec : {"", "^", "=", ",", "^=", "=,", " ^ = , , "}) EXPECT_TRUE(railnetIfListNamesNothing(spec)) << spec;
+  for (const char* spec : {"e", "^lo", "=eth0", ",eth0", "^=,x"}) EXPECT_FALSE(railnetIfListNamesNothing(spec)) << spec;
+  EXPECT_FALSE(railnetIfListNamesNothing(nullptr));
+}
