@@ -37,7 +37,13 @@ PLUGIN := $(LIBDIR)/libnccl-net-railnet.so
 STATIC := $(LIBDIR)/librailnet.a
 SHARED := $(LIBDIR)/librailnet.so
 
-TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
+# Tools: railnet-demo is one file; railnet-diag and railnet-perf are made of the files of
+# tools/diag/ and tools/perf/, each with tools/common/ (helpers both share).
+TOOLS := $(BUILD)/bin/railnet-demo $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf
+TOOL_HDRS := $(wildcard tools/*/*.h)
+TOOL_COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/common/*.c))
+DIAG_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/diag/*.c))
+PERF_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/perf/*.c))
 
 .PHONY: sanitize-softroce-build all lib tools examples test demo install clean deps-build deps-test bench bench-build
 all: lib tools examples
@@ -64,9 +70,17 @@ $(PLUGIN): $(LIB_OBJS) $(PLUGIN_OBJS) ext-net/plugin.map
 	ln -sf libnccl-net-railnet.so $(LIBDIR)/libnccl-net.so
 
 tools: $(TOOLS)
-$(BUILD)/bin/%: tools/%.c $(STATIC) $(HEADERS)
+$(BUILD)/obj/tools/%.o: tools/%.c $(HEADERS) $(TOOL_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/bin/railnet-demo: tools/railnet-demo.c $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
+$(BUILD)/bin/railnet-diag: $(DIAG_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)
+$(BUILD)/bin/railnet-perf: $(PERF_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)
+$(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf:
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
 
 # Examples (examples/*.c) use the public headers only, as a user of librailnet would.
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))

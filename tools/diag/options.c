@@ -1,0 +1,54 @@
+/* railnet-diag's command line: [--json] [--params] [--watch SECONDS] [--help]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "diag.h"
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help]\n"
+          "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
+          "Read-only; no root needed.\n"
+          "\n"
+          "  (no option)      every section: interfaces and ncclFindInterfaces' choice, TCP port range,\n"
+          "                   RDMA ports, GID tables and the chosen index, port error counters,\n"
+          "                   GPUDirect, locked-memory limit, params not at their default\n"
+          "  --params         only the parameter table: every variable railnet honours with its\n"
+          "                   value, default, source (environment, user conf file, system conf\n"
+          "                   file, default) and doc\n"
+          "  --watch SECONDS  only the port error counters: sample them every second for SECONDS\n"
+          "                   and print their growth (run it while a job runs)\n"
+          "  --json           the same facts as one JSON object on stdout\n"
+          "  --help           this text\n"
+          "\n"
+          "Environment: SYSFS_PATH (default /sys) is where sysfs is read; NCCL_* variables and the\n"
+          "conf files (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf) as railnet reads them.\n"
+          "Every problem line says its cause and its fix.\n"
+          "Exit status: 0 nothing wrong (warnings allowed), 1 a problem was found, 2 usage error.\n");
+}
+
+int diagParseOptions(int argc, char** argv, diagOptions* o) {
+  o->json = 0;
+  o->params = 0;
+  o->watch = -1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) o->json = 1;
+    else if (!strcmp(argv[i], "--params")) o->params = 1;
+    else if (!strcmp(argv[i], "--watch") && i + 1 < argc) {
+      char* end;
+      o->watch = (int)strtol(argv[++i], &end, 10);
+      if (*end || o->watch <= 0) {
+        fprintf(stderr, "railnet-diag: --watch wants a positive number of seconds, not '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "railnet-diag: unknown option '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  return -1;
+}

@@ -1,0 +1,167 @@
+/* The net plugin, loaded by dlopen as NCCL loads it, through any ABI v8..v12: one set of
+ * calls over every version's struct, and the checks of the device in use. */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "perf.h"
+
+perfNet net;
+
+static void perfLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  (void)flags;
+  if (level > NCCL_LOG_WARN && !opt.verbose) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (level == NCCL_LOG_WARN) fprintf(stderr, "NCCL WARN %s:%d %s\n", file, line, msg);
+  else fprintf(stderr, "NCCL INFO %s\n", msg);
+}
+
+void loadPlugin(void) {
+  const char* name = opt.plugin ? opt.plugin : railnetNetPluginName();
+  char candidates[2][512];
+  snprintf(candidates[0], sizeof(candidates[0]), "libnccl-net-%s.so", name);
+  if (strlen(name) >= sizeof(candidates[1])) die("plugin name too long: %s", name);
+  memcpy(candidates[1], name, strlen(name) + 1);
+  char errs[1200] = "";
+  for (int i = 0; i < 2 && net.lib == NULL; i++) {
+    net.lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+    if (net.lib) memcpy(net.path, candidates[i], sizeof(net.path));
+    else snprintf(errs + strlen(errs), sizeof(errs) - strlen(errs), "%s%s", i ? "; " : "", dlerror());
+  }
+  if (net.lib == NULL)
+    die("cannot load net plugin '%s': %s\n  (is its directory in LD_LIBRARY_PATH? or pass --plugin /path/to/lib.so)", name,
+        errs);
+  static const char* syms[] = {"ncclNetPlugin_v12", "ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9",
+                               "ncclNetPlugin_v8"};
+  for (int i = 0; i < 5 && net.api == NULL; i++) {
+    if (opt.abi && opt.abi != 12 - i) continue;
+    net.api = dlsym(net.lib, syms[i]);
+    net.version = 12 - i;
+  }
+  if (net.api == NULL && opt.abi) die("%s does not export ncclNetPlugin_v%d", net.path, opt.abi);
+  if (net.api == NULL) die("%s exports none of ncclNetPlugin_v8 ... ncclNetPlugin_v12", net.path);
+  net.name = ((const ncclNet_v8_t*)net.api)->name; /* name is the first field of every version */
+}
+
+#define V8 ((const ncclNet_v8_t*)net.api)
+#define V9 ((const ncclNet_v9_t*)net.api)
+#define V10 ((const ncclNet_v10_t*)net.api)
+#define V12 ((const ncclNet_v12_t*)net.api) /* v11 has the same calls */
+
+ncclResult_t netInit(void) {
+  ncclResult_t r;
+  switch (net.version) {
+    case 8: r = V8->init(perfLogger); break;
+    case 9: r = V9->init(perfLogger); break;
+    case 10: r = V10->init(perfLogger, NULL); break;
+    default: r = V12->init(&net.ctx, 0, NULL, perfLogger, NULL); break;
+  }
+  net.name = ((const ncclNet_v8_t*)net.api)->name; /* railnet publishes its transport's name at init */
+  return r;
+}
+ncclResult_t netDevices(int* n) { return V8->devices(n); }
+ncclResult_t netProps(int dev, devProps* out) {
+  union {
+    ncclNetProperties_v8_t v8;
+    ncclNetProperties_v9_t v9;
+    ncclNetProperties_v11_t v11;
+    ncclNetProperties_v12_t v12;
+  } p;
+  memset(&p, 0, sizeof(p));
+  ncclResult_t r;
+  if (net.version == 8) {
+    r = V8->getProperties(dev, &p.v8);
+    out->speed = p.v8.speed;
+    out->ptrSupport = p.v8.ptrSupport;
+    out->maxRecvs = p.v8.maxRecvs;
+  } else if (net.version <= 10) {
+    r = V9->getProperties(dev, &p.v9);
+    out->speed = p.v9.speed;
+    out->ptrSupport = p.v9.ptrSupport;
+    out->maxRecvs = p.v9.maxRecvs;
+  } else {
+    r = V12->getProperties(dev, (ncclNetProperties_v12_t*)&p);
+    out->speed = net.version == 11 ? p.v11.speed : p.v12.speed;
+    out->ptrSupport = net.version == 11 ? p.v11.ptrSupport : p.v12.ptrSupport;
+    out->maxRecvs = net.version == 11 ? p.v11.maxRecvs : p.v12.maxRecvs;
+  }
+  out->name = p.v8.name;
+  return r;
+}
+ncclResult_t netListen(int dev, void* handle, void** lc) {
+  return net.version >= 11 ? V12->listen(net.ctx, dev, handle, lc) : V8->listen(dev, handle, lc);
+}
+ncclResult_t netConnect(int dev, void* handle, void** sc) {
+  void* devh = NULL;
+  ncclNetCommConfig_v10_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  switch (net.version) {
+    case 8: return V8->connect(dev, handle, sc, (ncclNetDeviceHandle_v8_t**)&devh);
+    case 9: return V9->connect(dev, handle, sc, (ncclNetDeviceHandle_v9_t**)&devh);
+    case 10: return V10->connect(dev, &cfg, handle, sc, (ncclNetDeviceHandle_v10_t**)&devh);
+    default: return V12->connect(net.ctx, dev, handle, sc, (ncclNetDeviceHandle_v12_t**)&devh);
+  }
+}
+ncclResult_t netAccept(void* lc, void** rc) {
+  void* devh = NULL;
+  return V8->accept(lc, rc, (ncclNetDeviceHandle_v8_t**)&devh); /* same signature in every version */
+}
+ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mh) {
+  return V8->regMr(comm, data, size, type, mh);
+}
+ncclResult_t netDeregMr(void* comm, void* mh) { return V8->deregMr(comm, mh); }
+ncclResult_t netIsend(void* sc, void* data, size_t size, int tag, void* mh, void** req) {
+  switch (net.version) {
+    case 8: return V8->isend(sc, data, (int)size, tag, mh, req);
+    case 9: return V9->isend(sc, data, size, tag, mh, req);
+    case 10: return V10->isend(sc, data, size, tag, mh, NULL, req);
+    default: return V12->isend(sc, data, size, tag, mh, NULL, req);
+  }
+}
+ncclResult_t netIrecv(void* rc, int n, void** data, size_t* sizes, int* tags, void** mh, void** req) {
+  void* phandles[MAX_RECVS] = {NULL};
+  switch (net.version) {
+    case 8: {
+      int s[MAX_RECVS];
+      for (int i = 0; i < n; i++) s[i] = (int)sizes[i];
+      return V8->irecv(rc, n, data, s, tags, mh, req);
+    }
+    case 9: return V9->irecv(rc, n, data, sizes, tags, mh, req);
+    case 10: return V10->irecv(rc, n, data, sizes, tags, mh, phandles, req);
+    default: return V12->irecv(rc, n, data, sizes, tags, mh, phandles, req);
+  }
+}
+/* iflush, test, close*: same signature and place in every version. */
+ncclResult_t netIflush(void* rc, int n, void** data, int* sizes, void** mh, void** req) {
+  return V8->iflush(rc, n, data, sizes, mh, req);
+}
+ncclResult_t netTest(void* req, int* done, int* sizes) { return V8->test(req, done, sizes); }
+void netCloseSend(void* sc) { V8->closeSend(sc); }
+void netCloseRecv(void* rc) { V8->closeRecv(rc); }
+void netCloseListen(void* lc) { V8->closeListen(lc); }
+void netFinalize(void) {
+  if (net.version >= 11 && net.ctx && V12->finalize) V12->finalize(net.ctx);
+}
+
+const char* deviceName(void) {
+  devProps p = {0};
+  NETCALL(netProps(opt.dev, &p));
+  return p.name ? p.name : "?";
+}
+
+void checkDevice(int recvs, int cuda) {
+  devProps p = {0};
+  NETCALL(netProps(opt.dev, &p));
+  const char* dn = p.name ? p.name : "?";
+  if (recvs > p.maxRecvs)
+    dieWith(2, "--recvs %d: %s device %d (%s) takes at most %d buffer(s) per irecv (its maxRecvs)", recvs, net.name,
+            opt.dev, dn, p.maxRecvs);
+  if (cuda && !(p.ptrSupport & NCCL_PTR_CUDA))
+    dieWith(2, "--use-cuda: %s device %d (%s) cannot use GPU memory (ptrSupport 0x%x, no NCCL_PTR_CUDA: "
+               "GPUDirect RDMA needs the IB transport with nvidia-peermem or DMA-BUF)",
+            net.name, opt.dev, dn, (unsigned)p.ptrSupport);
+}
