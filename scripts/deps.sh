@@ -5,7 +5,7 @@
 # As root it installs what is missing; otherwise it prints the one apt-get line and fails.
 set -eu
 BUILD_PKGS="gcc g++ make libibverbs-dev libgtest-dev pkg-config"
-TEST_PKGS="$BUILD_PKGS iproute2 nftables iperf3 procps clang libclang-rt-14-dev valgrind"
+TEST_PKGS="$BUILD_PKGS iproute2 nftables iperf3 procps clang libclang-rt-14-dev valgrind python3"
 # The soft-RoCE tier (test/softroce/) adds its packages here.
 SOFTROCE_PKGS="qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils perftest cpio kmod xz-utils"
 
