@@ -80,16 +80,13 @@ extern struct railnetIbvSymbols railnetIbv;
 ncclResult_t wrap_ibv_symbols(void);
 
 /* Fill *table from a fresh dlopen, without touching the process-wide table (the loader
- * behind wrap_ibv_symbols; tests and railnet-diag call it directly). */
+ * behind wrap_ibv_symbols; tests call it directly). */
 ncclResult_t railnetIbvLoadSymbols(struct railnetIbvSymbols* table);
 
-/* Tests: make the wrappers call *table (copied) as if it had been loaded; NULL forgets any
- * table so that the next wrap_ibv_symbols loads libibverbs again. */
+/* Make the wrappers call *table (copied) as if it had been loaded; NULL forgets any table so
+ * that the next wrap_ibv_symbols loads libibverbs again. Tests inject fakes with it, and
+ * railnet-diag a sysfs-backed query_gid for the GID choice without libibverbs. */
 void railnetIbvSetSymbols(const struct railnetIbvSymbols* table);
-
-/* Tests: the library names the loader tries after NCCL_IBVERBS_LIB (a NULL-terminated list;
- * NULL restores "libibverbs.so", "libibverbs.so.1"). */
-void railnetIbvSetLibNames(const char* const* names);
 
 /* ---- wrappers: ncclSuccess, or ncclSystemError after a WARN naming the call */
 ncclResult_t wrap_ibv_fork_init(void);

@@ -2,6 +2,7 @@
  * ibvwrap: libibverbs through dlopen, one checked wrapper per verb (see ibvwrap.h).
  */
 #include "ibvwrap.h"
+#include "testing.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
