@@ -33,160 +33,10 @@ namespace {
 
 const ncclNet_t* ib = &railnetNetIb;
 
-
-struct Msg {
-  size_t sendSize;  // bytes sent
-  size_t recvSize;  // bytes posted
+// NetPlan with twice its default deadline: the tier's VM is emulated (TCG).
+struct Plan : NetPlan {
+  Plan() { deadlineMs = 120000; }
 };
-
-// One side's plan: messages posted in groups (a group is one irecv of n buffers, or n
-// isends matching it), `inflight` groups at a time.
-struct Plan {
-  std::vector<std::vector<Msg>> groups;
-  int inflight = 1;
-  int deadlineMs = 120000;
-  bool reverseSendTags = false;  // isend the buffers of a group in reverse tag order
-};
-
-struct Buf {
-  std::vector<char> mem;
-  void* mh = nullptr;
-};
-
-// Runs one side over an established comm; "" on success, else what went wrong.
-std::string runSide(void* comm, bool send, const Plan& plan) {
-  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
-  struct Group {
-    std::vector<Buf> bufs;
-    std::vector<void*> reqs;
-    int k = -1;
-  };
-  std::vector<Group> slots(plan.inflight);
-  // an early return (an error) deregisters what is still registered: no handle outlives it
-  struct Cleanup {
-    void* comm;
-    std::vector<Group>* slots;
-    ~Cleanup() {
-      for (Group& g : *slots)
-        for (Buf& b : g.bufs)
-          if (b.mh) ib->deregMr(comm, b.mh);
-    }
-  } cleanup{comm, &slots};
-  size_t next = 0, completed = 0, slot = 0;
-  while (completed < plan.groups.size()) {
-    while (next < plan.groups.size() && next - completed < (size_t)plan.inflight) {
-      Group& g = slots[next % plan.inflight];
-      const std::vector<Msg>& msgs = plan.groups[next];
-      int n = (int)msgs.size();
-      g.k = (int)next;
-      g.bufs.assign(n, Buf());
-      g.reqs.assign(n, nullptr);
-      for (int i = 0; i < n; i++) {
-        size_t sz = send ? msgs[i].sendSize : msgs[i].recvSize;
-        g.bufs[i].mem.assign(sz ? sz : 1, 0);
-        if (send) netPatternFill(g.bufs[i].mem.data(), sz, g.k * 8 + i);
-        if (ib->regMr(comm, g.bufs[i].mem.data(), sz, NCCL_PTR_HOST, &g.bufs[i].mh) != ncclSuccess)
-          return "regMr failed";
-      }
-      if (send) {
-        for (int j = 0; j < n; j++) {
-          int i = plan.reverseSendTags ? n - 1 - j : j;
-          while (g.reqs[i] == nullptr) {
-            ncclResult_t r = ib->isend(comm, g.bufs[i].mem.data(), msgs[i].sendSize, g.k * 8 + i, g.bufs[i].mh,
-                                       nullptr, &g.reqs[i]);
-            if (r != ncclSuccess) return "isend returned " + std::to_string(r);
-            if (netNowNs() > deadline) return "isend found no receive by the deadline";
-          }
-        }
-      } else {
-        std::vector<void*> data(n), mhs(n);
-        std::vector<size_t> sizes(n);
-        std::vector<int> tags(n);
-        for (int i = 0; i < n; i++) {
-          data[i] = g.bufs[i].mem.data();
-          mhs[i] = g.bufs[i].mh;
-          sizes[i] = msgs[i].recvSize;
-          tags[i] = g.k * 8 + i;
-        }
-        while (g.reqs[0] == nullptr) {
-          ncclResult_t r = ib->irecv(comm, n, data.data(), sizes.data(), tags.data(), mhs.data(), nullptr, &g.reqs[0]);
-          if (r != ncclSuccess) return "irecv returned " + std::to_string(r);
-          if (netNowNs() > deadline) return "irecv got no request by the deadline";
-        }
-      }
-      next++;
-    }
-    Group& g = slots[slot];
-    const std::vector<Msg>& msgs = plan.groups[g.k];
-    int n = (int)msgs.size();
-    int nWait = send ? n : 1;
-    for (int w = 0; w < nWait; w++) {
-      int sizes[NCCL_NET_IB_MAX_RECVS];
-      for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) sizes[i] = -1;
-      std::string err;
-      if (!netWait(ib, g.reqs[w], sizes, deadline, &err)) return "group " + std::to_string(g.k) + ": " + err;
-      for (int i = 0; i < (send ? 1 : n); i++) {
-        int idx = send ? w : i;
-        if ((size_t)sizes[i] != msgs[idx].sendSize)
-          return "group " + std::to_string(g.k) + " buffer " + std::to_string(idx) + ": reported size " +
-                 std::to_string(sizes[i]) + ", expected " + std::to_string(msgs[idx].sendSize);
-        size_t bad = 0;
-        if (!send && !netPatternCheck(g.bufs[idx].mem.data(), msgs[idx].sendSize, g.k * 8 + idx, &bad))
-          return "group " + std::to_string(g.k) + " buffer " + std::to_string(idx) + " of " +
-                 std::to_string(msgs[idx].sendSize) + " bytes: wrong byte at " + std::to_string(bad);
-      }
-    }
-    for (Buf& b : g.bufs) {
-      void* mh = b.mh;
-      b.mh = nullptr;
-      if (ib->deregMr(comm, mh) != ncclSuccess) return "deregMr failed";
-    }
-    g.bufs.clear();
-    completed++;
-    slot = (slot + 1) % plan.inflight;
-  }
-  return "";
-}
-
-void* connectComm(void* ctx, int dev, void* handle, long long deadline, std::string* err) {
-  void* comm = nullptr;
-  ncclNetDeviceHandle_t* dc = nullptr;
-  while (comm == nullptr) {
-    ncclResult_t r = ib->connect(ctx, dev, handle, &comm, &dc);
-    if (r != ncclSuccess) {
-      *err = "connect returned " + std::to_string(r);
-      return nullptr;
-    }
-    if (comm == nullptr && netNowNs() > deadline) {
-      *err = "connect did not complete by the deadline";
-      return nullptr;
-    }
-  }
-  return comm;
-}
-
-void* acceptComm(void* listenComm, long long deadline, std::string* err, pid_t peer = 0) {
-  void* comm = nullptr;
-  ncclNetDeviceHandle_t* dc = nullptr;
-  while (comm == nullptr) {
-    siginfo_t info;
-    memset(&info, 0, sizeof(info));
-    if (peer > 0 && waitid(P_PID, (id_t)peer, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == peer) {
-      *err = "the sender process is gone";
-      return nullptr;
-    }
-    ncclResult_t r = ib->accept(listenComm, &comm, &dc);
-    if (r != ncclSuccess) {
-      *err = "accept returned " + std::to_string(r);
-      return nullptr;
-    }
-    if (comm == nullptr && netNowNs() > deadline) {
-      *err = "accept did not complete by the deadline";
-      return nullptr;
-    }
-  }
-  return comm;
-}
 
 class IbP2pTest : public IbTwoDevicesTest {
  protected:
@@ -224,12 +74,13 @@ class IbP2pTest : public IbTwoDevicesTest {
       void* cctx = nullptr;
       if (ib->init(&cctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) _exit(4);
       std::string err;
-      void* comm = connectComm(cctx, 1, handle, netNowNs() + 60000000000LL, &err);
+      void* comm = netConnect(ib, cctx, 1, handle, netNowNs() + 60000000000LL, &err);
       if (comm == nullptr) {
         fprintf(stderr, "sender: %s\n", err.c_str());
         _exit(5);
       }
-      err = runSide(comm, true, plan);
+      NetSideBuffers bufs;
+      err = netRunSide(ib, comm, true, plan, &bufs);
       if (!err.empty()) fprintf(stderr, "sender: %s\n", err.c_str());
       // let the receiver see the last completions before the QPs go
       usleep(200000);
@@ -248,13 +99,14 @@ class IbP2pTest : public IbTwoDevicesTest {
     if (result.empty() && write(hp[1], handle, sizeof(handle)) != (ssize_t)sizeof(handle)) result = "pipe write";
     close(hp[1]);
     void* comm = nullptr;
+    NetSideBuffers bufs;  // until the comm is closed
     if (result.empty() && !expectSendFail) {
-      comm = acceptComm(lc, netNowNs() + 60000000000LL, &result, pid);
-      if (comm) result = runSide(comm, false, plan);
+      comm = netAccept(ib, lc, netNowNs() + 60000000000LL, &result, pid);
+      if (comm) result = netRunSide(ib, comm, false, plan, &bufs);
       if (!result.empty()) result = "receiver: " + result;
     } else if (result.empty()) {
-      comm = acceptComm(lc, netNowNs() + 60000000000LL, &result);
-      if (comm) runSide(comm, false, plan); /* times out: the sender gave up */
+      comm = netAccept(ib, lc, netNowNs() + 60000000000LL, &result);
+      if (comm) netRunSide(ib, comm, false, plan, &bufs); /* times out: the sender gave up */
     }
     std::string log;
     int status = 0;
@@ -276,37 +128,31 @@ class IbP2pTest : public IbTwoDevicesTest {
   }
 };
 
-std::vector<std::vector<Msg>> singles(const std::vector<size_t>& sizes) {
-  std::vector<std::vector<Msg>> g;
-  for (size_t s : sizes) g.push_back({Msg{s, s}});
-  return g;
-}
-
 TEST_F(IbP2pTest, IntegrityAcrossSizes) {
   Plan p;
-  p.groups = singles({0, 1, 7, 4095, 4096, 65536 + 3, 1 << 20, (1 << 20) + 3, 8 << 20});
+  p.sizes = {0, 1, 7, 4095, 4096, 65536 + 3, 1 << 20, (1 << 20) + 3, 8 << 20};
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, ReceiveLargerThanSendReportsTheSentSize) {
   Plan p;
-  p.groups = {{Msg{100, 4096}}, {Msg{0, 64}}, {Msg{65536, 1 << 20}}};
+  p.groups = {{NetMsg{100, 4096}}, {NetMsg{0, 64}}, {NetMsg{65536, 1 << 20}}};
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, MaxRequestsInFlight) {
   Plan p;
-  for (int i = 0; i < 3 * NCCL_NET_MAX_REQUESTS; i++) p.groups.push_back({Msg{(size_t)(i * 997) % 70000, 70000}});
+  for (int i = 0; i < 3 * NCCL_NET_MAX_REQUESTS; i++) p.groups.push_back({NetMsg{(size_t)(i * 997) % 70000, 70000}});
   p.inflight = NCCL_NET_MAX_REQUESTS;
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, MultiReceiveOfEightTaggedBuffers) {
   Plan p;
-  std::vector<Msg> g;
-  for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) g.push_back(Msg{(size_t)(i * 4099 + i), (size_t)(i * 4099 + 64)});
+  std::vector<NetMsg> g;
+  for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) g.push_back(NetMsg{(size_t)(i * 4099 + i), (size_t)(i * 4099 + 64)});
   for (int k = 0; k < 6; k++) p.groups.push_back(g);
-  p.groups.push_back({Msg{5, 5}, Msg{0, 0}});
+  p.groups.push_back({NetMsg{5, 5}, NetMsg{0, 0}});
   p.inflight = 3;
   p.reverseSendTags = true;
   EXPECT_EQ(transfer(p), "");
@@ -320,9 +166,9 @@ TEST_P(IbQpTest, QpsPerConnectionAndSplit) {
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", std::to_string(split).c_str());
   railnetParamReset();
   Plan p;
-  p.groups = singles({0, 1, 200, 4096 * 3 + 5, (1 << 20) + 3});
-  for (int i = 0; i < 20; i++) p.groups.push_back({Msg{(size_t)i * 1000 + 1, 20000}});
-  p.groups.push_back({Msg{300, 300}, Msg{70000, 70000}, Msg{0, 10}});
+  p.sizes = {0, 1, 200, 4096 * 3 + 5, (1 << 20) + 3};
+  for (int i = 0; i < 20; i++) p.groups.push_back({NetMsg{(size_t)i * 1000 + 1, 20000}});
+  p.groups.push_back({NetMsg{300, 300}, NetMsg{70000, 70000}, NetMsg{0, 10}});
   p.inflight = 8;
   EXPECT_EQ(transfer(p), "");
 }
@@ -334,14 +180,14 @@ TEST_F(IbP2pTest, InlineClearToSend) {
   env.set("NCCL_IB_USE_INLINE", "1");
   railnetParamReset();
   Plan p;
-  p.groups = singles({1, 4096, 100000});
-  p.groups.push_back({Msg{10, 10}, Msg{20, 20}, Msg{30, 30}});
+  p.sizes = {1, 4096, 100000};
+  p.groups.push_back({NetMsg{10, 10}, NetMsg{20, 20}, NetMsg{30, 30}});
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, ReceiveSmallerThanSendFailsTheSenderWithBothSizes) {
   Plan p;
-  p.groups = {{Msg{8192, 4096}}};
+  p.groups = {{NetMsg{8192, 4096}}};
   p.deadlineMs = 3000;
   std::string log;
   EXPECT_EQ(transfer(p, &log, true), "");
@@ -409,8 +255,6 @@ TEST_F(IbP2pTest, GarbageMetadataIsRefusedAndTheListenerStillWorks) {
   // a real connection is still accepted, and moves data (same process, rxe1 -> rxe0)
   void *sc = nullptr, *rcv = nullptr;
   ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rcv));
-  Plan p;
-  p.groups = singles({1, 5000});
   // one process drives both sides: post the receives first, then the sends
   std::vector<char> a(5000), b(5000);
   netPatternFill(a.data(), a.size(), 3);
@@ -562,13 +406,13 @@ TEST_F(IbP2pTest, AdaptiveRoutingAboveTheThreshold) {
   env.set("NCCL_IB_AR_THRESHOLD", "4096");
   railnetParamReset();
   Plan p;
-  p.groups = singles({0, 100, 4096, 4097, 300000});
+  p.sizes = {0, 100, 4096, 4097, 300000};
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, SixtyFourMiB) {
   Plan p;
-  p.groups = singles({64u << 20});
+  p.sizes = {64u << 20};
   EXPECT_EQ(transfer(p), "");
 }
 
