@@ -219,12 +219,7 @@ TEST_F(IbDiscoveryTest, FusedRxeDevice) {
 namespace {
 
 std::string readSys(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "r");
-  if (!f) return "";
-  char buf[256] = {0};
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  std::string s(buf, n);
+  std::string s = readFile(path);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }

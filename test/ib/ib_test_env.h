@@ -35,13 +35,7 @@ inline int softroceLinkUp(const std::string& netdev) {
   char n0[64], n1[64], a0[64], a1[64];
   if (sscanf(nd, "%63s %63s", n0, n1) != 2 || sscanf(ad, "%63s %63s", a0, a1) != 2) return rc;
   auto mac = [](const char* dev) {
-    std::string p = std::string("/sys/class/net/") + dev + "/address", m;
-    FILE* f = fopen(p.c_str(), "r");
-    char b[64] = "";
-    if (f) {
-      if (fgets(b, sizeof(b), f)) m = b;
-      fclose(f);
-    }
+    std::string m = readFile(std::string("/sys/class/net/") + dev + "/address");
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
     return m;
   };
