@@ -38,6 +38,37 @@ struct Plan : NetPlan {
   Plan() { deadlineMs = 120000; }
 };
 
+// Moves `sizes` from sc to rc in this process (receive posted first), checking data and sizes.
+std::string moveInProcess(void* sc, void* rc, const std::vector<size_t>& sizes, int seed) {
+  long long deadline = netNowNs() + 60000000000LL;
+  for (size_t k = 0; k < sizes.size(); k++) {
+    std::vector<char> a(sizes[k] ? sizes[k] : 1), b(sizes[k] + 64);
+    netPatternFill(a.data(), sizes[k], seed + (int)k);
+    void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
+    if (ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha) != ncclSuccess ||
+        ib->regMr(rc, b.data(), b.size(), NCCL_PTR_HOST, &mhb) != ncclSuccess)
+      return "regMr failed";
+    void* data = b.data();
+    size_t size = b.size();
+    int tag = (int)k;
+    if (ib->irecv(rc, 1, &data, &size, &tag, &mhb, nullptr, &rr) != ncclSuccess || rr == nullptr)
+      return "irecv failed";
+    while (sr == nullptr && netNowNs() < deadline)
+      if (ib->isend(sc, a.data(), sizes[k], (int)k, mha, nullptr, &sr) != ncclSuccess) return "isend failed";
+    std::string err;
+    int s1 = -1, s2 = -1;
+    if (sr == nullptr) return "no clear-to-send";
+    if (!netWait(ib, sr, &s1, deadline, &err) || !netWait(ib, rr, &s2, deadline, &err)) return err;
+    if (s2 != (int)sizes[k]) return "message " + std::to_string(k) + ": receiver reported " + std::to_string(s2);
+    size_t bad = 0;
+    if (!netPatternCheck(b.data(), sizes[k], seed + (int)k, &bad))
+      return "message " + std::to_string(k) + ": wrong byte at " + std::to_string(bad);
+    ib->deregMr(sc, mha);
+    ib->deregMr(rc, mhb);
+  }
+  return "";
+}
+
 class IbP2pTest : public IbTwoDevicesTest {
  protected:
   void init() {
@@ -255,30 +286,7 @@ TEST_F(IbP2pTest, GarbageMetadataIsRefusedAndTheListenerStillWorks) {
   // a real connection is still accepted, and moves data (same process, rxe1 -> rxe0)
   void *sc = nullptr, *rcv = nullptr;
   ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rcv));
-  // one process drives both sides: post the receives first, then the sends
-  std::vector<char> a(5000), b(5000);
-  netPatternFill(a.data(), a.size(), 3);
-  void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
-  ASSERT_EQ(ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha), ncclSuccess);
-  ASSERT_EQ(ib->regMr(rcv, b.data(), b.size(), NCCL_PTR_HOST, &mhb), ncclSuccess);
-  void* data = b.data();
-  size_t size = b.size();
-  int tag = 9;
-  ASSERT_EQ(ib->irecv(rcv, 1, &data, &size, &tag, &mhb, nullptr, &rr), ncclSuccess);
-  ASSERT_NE(rr, nullptr);
-  deadline = netNowNs() + 10000000000LL;
-  while (sr == nullptr && netNowNs() < deadline)
-    ASSERT_EQ(ib->isend(sc, a.data(), a.size(), 9, mha, nullptr, &sr), ncclSuccess);
-  ASSERT_NE(sr, nullptr);
-  std::string err;
-  int s1 = -1, s2 = -1;
-  ASSERT_TRUE(netWait(ib, sr, &s1, deadline, &err)) << err;
-  ASSERT_TRUE(netWait(ib, rr, &s2, deadline, &err)) << err;
-  EXPECT_EQ(s1, 5000);
-  EXPECT_EQ(s2, 5000);
-  EXPECT_TRUE(netPatternCheck(b.data(), b.size(), 3, nullptr));
-  ib->deregMr(sc, mha);
-  ib->deregMr(rcv, mhb);
+  EXPECT_EQ(moveInProcess(sc, rcv, {5000}, 3), "") << LogCapture::all();
   ib->closeSend(sc);
   ib->closeRecv(rcv);
   ib->closeListen(lc);
@@ -646,37 +654,6 @@ TEST_F(IbP2pTest, ListenerAnsweringWithBadMetadataFailsTheConnect) {
 
 // ------------------------------------------------------------------ QP settings, fused devices
 
-// Moves `sizes` from sc to rc in this process (receive posted first), checking data and sizes.
-std::string moveInProcess(void* sc, void* rc, const std::vector<size_t>& sizes, int seed) {
-  long long deadline = netNowNs() + 60000000000LL;
-  for (size_t k = 0; k < sizes.size(); k++) {
-    std::vector<char> a(sizes[k] ? sizes[k] : 1), b(sizes[k] + 64);
-    netPatternFill(a.data(), sizes[k], seed + (int)k);
-    void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
-    if (ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha) != ncclSuccess ||
-        ib->regMr(rc, b.data(), b.size(), NCCL_PTR_HOST, &mhb) != ncclSuccess)
-      return "regMr failed";
-    void* data = b.data();
-    size_t size = b.size();
-    int tag = (int)k;
-    if (ib->irecv(rc, 1, &data, &size, &tag, &mhb, nullptr, &rr) != ncclSuccess || rr == nullptr)
-      return "irecv failed";
-    while (sr == nullptr && netNowNs() < deadline)
-      if (ib->isend(sc, a.data(), sizes[k], (int)k, mha, nullptr, &sr) != ncclSuccess) return "isend failed";
-    std::string err;
-    int s1 = -1, s2 = -1;
-    if (sr == nullptr) return "no clear-to-send";
-    if (!netWait(ib, sr, &s1, deadline, &err) || !netWait(ib, rr, &s2, deadline, &err)) return err;
-    if (s2 != (int)sizes[k]) return "message " + std::to_string(k) + ": receiver reported " + std::to_string(s2);
-    size_t bad = 0;
-    if (!netPatternCheck(b.data(), sizes[k], seed + (int)k, &bad))
-      return "message " + std::to_string(k) + ": wrong byte at " + std::to_string(bad);
-    ib->deregMr(sc, mha);
-    ib->deregMr(rc, mhb);
-  }
-  return "";
-}
-
 // NCCL_IB_SL, NCCL_IB_TC, NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT and NCCL_IB_PKEY end up in the
 // queue pairs of both ends (read back with ibv_query_qp; the SL on InfiniBand only), and the
 // comm moves data with them; without NCCL_IB_TC the comm config's trafficClass is used (and
@@ -775,13 +752,8 @@ TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
   init();
   LogCapture cap;
-  ncclNetVDeviceProps_t vp;
-  memset(&vp, 0, sizeof(vp));
-  vp.ndevs = 2;
-  vp.devs[0] = 0;
-  vp.devs[1] = 1;
   int d = -1;
-  ASSERT_EQ(ib->makeVDevice(&d, &vp), ncclSuccess);
+  ASSERT_EQ(ibFuseFirstTwoDevices(&d), ncclSuccess);
   auto sent = [](const char* dev) {
     std::string p = std::string("/sys/class/infiniband/") + dev + "/ports/1/hw_counters/sent_pkts";
     FILE* f = fopen(p.c_str(), "r");

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <string>
 
 // Forgets earlier discovery, checks that libibverbs lists two devices and clears the IB
@@ -20,6 +21,16 @@ inline std::string ibTwoDevicesOrWhy(ScopedEnv& env) {
                         "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_DISABLE", "SYSFS_PATH", "NCCL_IB_USE_INLINE"})
     env.unset(v);
   return "";
+}
+
+// makeVDevice of devices 0 and 1 (the tier's rxe0 and rxe1): the fused device's index in *d.
+inline ncclResult_t ibFuseFirstTwoDevices(int* d) {
+  ncclNetVDeviceProps_t vp;
+  memset(&vp, 0, sizeof(vp));
+  vp.ndevs = 2;
+  vp.devs[0] = 0;
+  vp.devs[1] = 1;
+  return railnetNetIb.makeVDevice(d, &vp);
 }
 
 // Brings a netdev of the tier's veth pair back up and restores what the kernel dropped
