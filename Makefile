@@ -11,6 +11,10 @@ SOFTROCE ?= 1
 
 WARN := -Wall -Wextra -Werror
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iext-net/include -Isrc/include
+# Every compile writes the headers it read to $@.d (-MMD; -MP adds a target per header, so
+# that a deleted header does not stop the build); the .d files are included at the end.
+DEPFLAGS = -MMD -MP -MF $@.d -MT $@
+CPPFLAGS += $(DEPFLAGS)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -fPIC -fvisibility=hidden -pthread $(WARN)
 CXXFLAGS ?= -O2 -g
@@ -50,7 +54,7 @@ all: lib tools examples
 
 lib: $(PLUGIN) $(STATIC) $(SHARED)
 
-$(BUILD)/obj/%.o: %.c $(HEADERS)
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -85,14 +89,14 @@ $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf:
 # Examples (examples/*.c) use the public headers only, as a user of librailnet would.
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 examples: $(EXAMPLES)
-$(BUILD)/examples/%: examples/%.c $(STATIC) include/railnet.h
+$(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) -D_GNU_SOURCE -Iinclude -Iext-net/include $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+	$(CC) -D_GNU_SOURCE -Iinclude -Iext-net/include $(DEPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 # Benchmarks (bench/*.c): programs that bench/*.sh run next to their references.
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 bench-build: lib $(BENCHES)
-$(BUILD)/bench/%: bench/%.c $(HEADERS)
+$(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
@@ -104,14 +108,13 @@ GTEST_LIBS := -lgtest -lgtest_main
 UNIT_SRCS := $(wildcard test/unit/*.cc)
 NETNS_SRCS := $(wildcard test/netns/*.cc)
 TEST_COMMON := $(wildcard test/common/*.cc)
-TEST_HDRS := $(wildcard test/common/*.h)
 TEST_BINS := $(BUILD)/test/unit_tests
 ifneq ($(NETNS_SRCS),)
 TEST_BINS += $(BUILD)/test/netns_tests
 endif
 
 # Each test source compiles to its own object, so that a change rebuilds one file.
-$(BUILD)/obj/test/%.o: test/%.cc $(TEST_HDRS) $(HEADERS)
+$(BUILD)/obj/test/%.o: test/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) -c $< -o $@
 UNIT_OBJS := $(UNIT_SRCS:test/%.cc=$(BUILD)/obj/test/%.o)
@@ -131,6 +134,10 @@ $(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
 # Tiers may add their own rules and binaries (e.g. the soft-RoCE VM).
 -include test/softroce/softroce.mk
 -include fuzz/fuzz.mk
+
+# What each object and program was built from, as the compiler saw it (see DEPFLAGS).
+-include $(wildcard $(addsuffix /*.d,$(BUILD)/obj $(BUILD)/obj/* $(BUILD)/obj/*/* $(BUILD)/obj/*/*/* \
+                                      $(BUILD)/bin $(BUILD)/bench $(BUILD)/examples $(BUILD)/test $(BUILD)/test/*))
 
 test-build: lib tools examples $(TEST_BINS) $(SOFTROCE_BINS)
 

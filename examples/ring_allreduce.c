@@ -40,7 +40,8 @@ static int rank = -1, nranks = 0;
 
 static const char* railnetResultName(ncclResult_t r) {
   static const char* names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-                                "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+                                "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress",
+                                "ncclTimeout"};
   return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
 }
 

@@ -20,7 +20,7 @@ static const railnetParam pluginParams[] = {
 };
 RAILNET_PARAM_TABLE("plugin", pluginParams);
 
-/* ABI pins: NCCL reads these structs by offset (see test/unit/abi_test.cc too). */
+/* ABI pins: NCCL reads these structs by offset (see test/unit/plugin_abi_test.cc too). */
 _Static_assert(sizeof(ncclNetProperties_v8_t) == 64, "v8 properties size");
 _Static_assert(offsetof(ncclNetProperties_v9_t, vProps) == 64, "v9 vProps offset");
 _Static_assert(offsetof(ncclNetProperties_v9_t, maxP2pBytes) == 88, "v9 maxP2pBytes offset");

@@ -12,15 +12,16 @@ FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
 
 .PHONY: fuzz fuzz-build
 .SECONDARY: $(FUZZ_LIB_OBJS)
-$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
+$(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BUILD)/bin/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_LIB_OBJS) $(HEADERS)
+$(FUZZ_BUILD)/bin/%: fuzz/%.c $(FUZZ_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LDLIBS)
 
 fuzz-build: $(FUZZ_BINS)
+-include $(wildcard $(addsuffix /*.d,$(FUZZ_BUILD)/bin $(FUZZ_BUILD)/obj/* $(FUZZ_BUILD)/obj/*/* $(FUZZ_BUILD)/obj/*/*/*))
 
 fuzz: fuzz-build
 	@FUZZ_BUILD=$(FUZZ_BUILD) fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)

@@ -36,8 +36,6 @@ extern "C" {
 ncclResult_t railnetCalloc(void** ptr, size_t nelem, size_t elsize, const char* what);
 /* Monotonic clock in nanoseconds. */
 uint64_t railnetClockNs(void);
-/* The name railnet logs for a result code. */
-const char* railnetResultString(ncclResult_t res);
 #ifdef __cplusplus
 }
 #endif

@@ -80,16 +80,13 @@ extern struct railnetIbvSymbols railnetIbv;
 ncclResult_t wrap_ibv_symbols(void);
 
 /* Fill *table from a fresh dlopen, without touching the process-wide table (the loader
- * behind wrap_ibv_symbols; tests and railnet-diag call it directly). */
+ * behind wrap_ibv_symbols; tests call it directly). */
 ncclResult_t railnetIbvLoadSymbols(struct railnetIbvSymbols* table);
 
-/* Tests: make the wrappers call *table (copied) as if it had been loaded; NULL forgets any
- * table so that the next wrap_ibv_symbols loads libibverbs again. */
+/* Make the wrappers call *table (copied) as if it had been loaded; NULL forgets any table so
+ * that the next wrap_ibv_symbols loads libibverbs again. Tests inject fakes with it, and
+ * railnet-diag a sysfs-backed query_gid for the GID choice without libibverbs. */
 void railnetIbvSetSymbols(const struct railnetIbvSymbols* table);
-
-/* Tests: the library names the loader tries after NCCL_IBVERBS_LIB (a NULL-terminated list;
- * NULL restores "libibverbs.so", "libibverbs.so.1"). */
-void railnetIbvSetLibNames(const char* const* names);
 
 /* ---- wrappers: ncclSuccess, or ncclSystemError after a WARN naming the call */
 ncclResult_t wrap_ibv_fork_init(void);
@@ -108,8 +105,6 @@ ncclResult_t wrap_ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int 
 ncclResult_t wrap_ibv_alloc_pd(struct ibv_pd** ret, struct ibv_context* context);
 ncclResult_t wrap_ibv_dealloc_pd(struct ibv_pd* pd);
 ncclResult_t wrap_ibv_reg_mr(struct ibv_mr** ret, struct ibv_pd* pd, void* addr, size_t length, int access);
-/* The raw call, no WARN: for probes that classify errno themselves. */
-struct ibv_mr* wrap_direct_ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access);
 /* ncclInternalError when the verb is absent; ret == NULL only asks whether it is present. */
 ncclResult_t wrap_ibv_reg_mr_iova2(struct ibv_mr** ret, struct ibv_pd* pd, void* addr, size_t length,
                                    uint64_t iova, int access);
@@ -119,8 +114,6 @@ ncclResult_t wrap_ibv_reg_dmabuf_mr(struct ibv_mr** ret, struct ibv_pd* pd, uint
 struct ibv_mr* wrap_direct_ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
                                              int fd, int access);
 ncclResult_t wrap_ibv_dereg_mr(struct ibv_mr* mr);
-ncclResult_t wrap_ibv_create_comp_channel(struct ibv_comp_channel** ret, struct ibv_context* context);
-ncclResult_t wrap_ibv_destroy_comp_channel(struct ibv_comp_channel* channel);
 ncclResult_t wrap_ibv_create_cq(struct ibv_cq** ret, struct ibv_context* context, int cqe, void* cq_context,
                                 struct ibv_comp_channel* channel, int comp_vector);
 ncclResult_t wrap_ibv_destroy_cq(struct ibv_cq* cq);
@@ -133,8 +126,6 @@ ncclResult_t wrap_ibv_destroy_qp(struct ibv_qp* qp);
 /* Optional verbs: *supported = 0 (and ncclSuccess) when absent or ENOTSUP/EOPNOTSUPP. */
 ncclResult_t wrap_ibv_query_ece(struct ibv_qp* qp, struct ibv_ece* ece, int* supported);
 ncclResult_t wrap_ibv_set_ece(struct ibv_qp* qp, struct ibv_ece* ece, int* supported);
-ncclResult_t wrap_ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index,
-                                   struct ibv_gid_entry* entry, int* supported);
 /* *count = entries written (ret >= 0); *supported = 0 when the verb is absent or unsupported. */
 ncclResult_t wrap_ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* entries,
                                       size_t max_entries, ssize_t* count, int* supported);

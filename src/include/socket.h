@@ -144,7 +144,6 @@ ncclResult_t ncclSocketGetAddr(struct ncclSocket* sock, union ncclSocketAddress*
 ncclResult_t ncclSocketConnect(struct ncclSocket* sock);
 ncclResult_t ncclSocketReady(struct ncclSocket* sock, int* running);
 ncclResult_t ncclSocketAccept(struct ncclSocket* sock, struct ncclSocket* listenSock);
-ncclResult_t ncclSocketGetFd(struct ncclSocket* sock, int* fd);
 /* Non-blocking progress: moves what the socket takes now, adds it to *offset. */
 ncclResult_t ncclSocketProgress(int op, struct ncclSocket* sock, void* ptr, int size, int* offset, int* closed);
 /* Blocking (with NCCL_SOCKET_POLL_TIMEOUT / progress checks) send/recv of exactly size bytes. */

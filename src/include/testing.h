@@ -19,6 +19,10 @@ void railnetParamReset(void);
 void railnetDebugReset(void);
 
 /* ---- misc: verbs loader (src/misc/ibvwrap.c) ---- */
+/* The library names the loader tries after NCCL_IBVERBS_LIB (a NULL-terminated list; NULL
+ * restores "libibverbs.so", "libibverbs.so.1"). A fake table of verbs is injected with
+ * railnetIbvSetSymbols() of ibvwrap.h, which railnet-diag uses too. */
+void railnetIbvSetLibNames(const char* const* names);
 
 
 /* ---- transport: Socket (src/transport/net_socket*.c) ---- */

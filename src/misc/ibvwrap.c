@@ -2,6 +2,7 @@
  * ibvwrap: libibverbs through dlopen, one checked wrapper per verb (see ibvwrap.h).
  */
 #include "ibvwrap.h"
+#include "testing.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -389,15 +390,6 @@ ncclResult_t wrap_ibv_reg_mr(struct ibv_mr** ret, struct ibv_pd* pd, void* addr,
   IBV_PTR_CHECK_ERRNO_MEMLOCK(reg_mr, reg_mr(pd, addr, length, access), *ret, "ibv_reg_mr");
 }
 
-struct ibv_mr* wrap_direct_ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
-  if (railnetIbv.reg_mr == NULL) {
-    WARN("lib wrapper not initialized: ibv_reg_mr is not loaded (libibverbs unavailable)");
-    errno = EOPNOTSUPP;
-    return NULL;
-  }
-  return railnetIbv.reg_mr(pd, addr, length, access);
-}
-
 ncclResult_t wrap_ibv_reg_mr_iova2(struct ibv_mr** ret, struct ibv_pd* pd, void* addr, size_t length,
                                    uint64_t iova, int access) {
   if (railnetIbv.reg_mr_iova2 == NULL) return ncclInternalError;
@@ -423,14 +415,6 @@ struct ibv_mr* wrap_direct_ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset,
 
 ncclResult_t wrap_ibv_dereg_mr(struct ibv_mr* mr) {
   IBV_INT_CHECK_RET_ERRNO(dereg_mr, dereg_mr(mr), 0, "ibv_dereg_mr");
-}
-
-ncclResult_t wrap_ibv_create_comp_channel(struct ibv_comp_channel** ret, struct ibv_context* context) {
-  IBV_PTR_CHECK_ERRNO(create_comp_channel, create_comp_channel(context), *ret, "ibv_create_comp_channel");
-}
-
-ncclResult_t wrap_ibv_destroy_comp_channel(struct ibv_comp_channel* channel) {
-  IBV_INT_CHECK_RET_ERRNO(destroy_comp_channel, destroy_comp_channel(channel), 0, "ibv_destroy_comp_channel");
 }
 
 ncclResult_t wrap_ibv_create_cq(struct ibv_cq** ret, struct ibv_context* context, int cqe, void* cq_context,
@@ -531,12 +515,6 @@ ncclResult_t wrap_ibv_query_ece(struct ibv_qp* qp, struct ibv_ece* ece, int* sup
 
 ncclResult_t wrap_ibv_set_ece(struct ibv_qp* qp, struct ibv_ece* ece, int* supported) {
   IBV_INT_CHECK_RET_ERRNO_OPTIONAL(set_ece, set_ece(qp, ece), 0, "ibv_set_ece", supported);
-}
-
-ncclResult_t wrap_ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index,
-                                   struct ibv_gid_entry* entry, int* supported) {
-  IBV_INT_CHECK_RET_ERRNO_OPTIONAL(query_gid_ex, query_gid_ex(context, port_num, gid_index, entry, 0, sizeof(*entry)),
-                                   0, "ibv_query_gid_ex", supported);
 }
 
 ncclResult_t wrap_ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* entries,

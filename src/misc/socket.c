@@ -264,12 +264,6 @@ ncclResult_t ncclSocketGetAddr(struct ncclSocket* sock, union ncclSocketAddress*
   return ncclSuccess;
 }
 
-ncclResult_t ncclSocketGetFd(struct ncclSocket* sock, int* fd) {
-  if (sock == NULL || fd == NULL) return ncclInvalidArgument;
-  *fd = sock->fd;
-  return ncclSuccess;
-}
-
 static int aborted(struct ncclSocket* sock) {
   return sock->abortFlag != NULL && __atomic_load_n(sock->abortFlag, __ATOMIC_ACQUIRE) != 0;
 }

@@ -20,16 +20,3 @@ uint64_t railnetClockNs(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-const char* railnetResultString(ncclResult_t res) {
-  switch (res) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error";
-    case ncclSystemError: return "unhandled system error";
-    case ncclInternalError: return "internal error";
-    case ncclInvalidArgument: return "invalid argument";
-    case ncclInvalidUsage: return "invalid usage";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
-  }
-}

@@ -1,8 +1,8 @@
 #include "net_pair.h"
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
-#include <memory>
 
 long long netNowNs() {
   struct timespec ts;
@@ -66,131 +66,167 @@ bool netConnectPair(const ncclNet_t* net, void* ctx, int dev, void* handle, void
   return true;
 }
 
-namespace {
-struct Slot {
-  std::unique_ptr<char[]> buf;
-  void* req = nullptr;
-  int k = -1;
-};
-}  // namespace
-
-// Posts up to plan.inflight messages, then completes them in order. The buffers live in
-// slots, which the caller keeps until the comm is closed: after a failed request the
-// transport may still be writing into the others (NCCL's rule: a buffer stays valid until
-// its request completes or its comm is closed).
-static int runSide(const ncclNet_t* net, void* comm, bool send, const NetPlan& plan, std::vector<Slot>& slots,
-                   std::string* err) {
-  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
-  void* mh = nullptr;
-  size_t maxSize = 1;
-  for (size_t s : plan.sizes) maxSize = s > maxSize ? s : maxSize;
-  char dummy;
-  if (net->regMr(comm, &dummy, 1, NCCL_PTR_HOST, &mh) != ncclSuccess) {
-    *err = "regMr failed";
-    return 1;
-  }
-  slots.clear();
-  slots.resize(plan.inflight);
-  size_t next = 0, completed = 0;
-  int slotIdx = 0;
-  while (completed < plan.sizes.size()) {
-    // post into free slots, in order
-    while (next < plan.sizes.size()) {
-      Slot& s = slots[next % plan.inflight];
-      if (s.req != nullptr) break;
-      size_t size = plan.sizes[next];
-      s.buf.reset(new char[size ? size : 1]);
-      s.k = (int)next;
-      if (send) netPatternFill(s.buf.get(), size, s.k);
-      else memset(s.buf.get(), 0, size ? size : 1);
-      ncclResult_t r;
-      while (true) {
-        if (send) {
-          r = net->isend(comm, s.buf.get(), size, s.k, mh, nullptr, &s.req);
-        } else {
-          void* data = s.buf.get();
-          size_t sz = size;
-          int tag = s.k;
-          r = net->irecv(comm, 1, &data, &sz, &tag, &mh, nullptr, &s.req);
-        }
-        if (r != ncclSuccess) {
-          *err = std::string(send ? "isend" : "irecv") + " returned " + std::to_string(r);
-          return 1;
-        }
-        if (s.req != nullptr) break;
-        if (netNowNs() > deadline) {
-          *err = "no request slot by the deadline";
-          return 1;
-        }
-      }
-      next++;
-    }
-    Slot& s = slots[slotIdx];
-    int size = -1;
-    if (!netWait(net, s.req, &size, deadline, err)) {
-      *err = "message " + std::to_string(s.k) + ": " + *err;
-      return 1;
-    }
-    size_t want = plan.sizes[s.k];
-    if ((size_t)size != want) {
-      *err = "message " + std::to_string(s.k) + ": reported size " + std::to_string(size) + ", expected " +
-             std::to_string(want);
-      return 1;
-    }
-    size_t bad = 0;
-    if (!send && !netPatternCheck(s.buf.get(), want, s.k, &bad)) {
-      *err = "message " + std::to_string(s.k) + " of " + std::to_string(want) + " bytes: wrong byte at " +
-             std::to_string(bad);
-      return 1;
-    }
-    s.req = nullptr;
-    completed++;
-    slotIdx = (slotIdx + 1) % plan.inflight;
-  }
-  net->deregMr(comm, mh);
-  return 0;
-}
-
-int netRunSender(const ncclNet_t* net, void* ctx, int dev, void* handle, const NetPlan& plan, std::string* err) {
-  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
+void* netConnect(const ncclNet_t* net, void* ctx, int dev, void* handle, long long deadlineNs, std::string* err) {
   void* comm = nullptr;
   ncclNetDeviceHandle_t* dc = nullptr;
   while (comm == nullptr) {
     ncclResult_t r = net->connect(ctx, dev, handle, &comm, &dc);
     if (r != ncclSuccess) {
       *err = "connect returned " + std::to_string(r);
-      return 1;
+      return nullptr;
     }
-    if (comm == nullptr && netNowNs() > deadline) {
+    if (comm == nullptr && netNowNs() > deadlineNs) {
       *err = "connect did not complete by the deadline";
-      return 1;
+      return nullptr;
     }
   }
-  std::vector<Slot> slots;
-  int rc = runSide(net, comm, true, plan, slots, err);
-  net->closeSend(comm);
-  return rc;
+  return comm;
 }
 
-int netRunReceiver(const ncclNet_t* net, void* listenComm, const NetPlan& plan, std::string* err) {
-  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
+void* netAccept(const ncclNet_t* net, void* listenComm, long long deadlineNs, std::string* err, pid_t peer) {
   void* comm = nullptr;
   ncclNetDeviceHandle_t* dc = nullptr;
   while (comm == nullptr) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (peer > 0 && waitid(P_PID, (id_t)peer, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == peer) {
+      *err = "the peer process is gone";
+      return nullptr;
+    }
     ncclResult_t r = net->accept(listenComm, &comm, &dc);
     if (r != ncclSuccess) {
       *err = "accept returned " + std::to_string(r);
-      return 1;
+      return nullptr;
     }
-    if (comm == nullptr && netNowNs() > deadline) {
+    if (comm == nullptr && netNowNs() > deadlineNs) {
       *err = "accept did not complete by the deadline";
-      return 1;
+      return nullptr;
     }
   }
-  std::vector<Slot> slots;
-  int rc = runSide(net, comm, false, plan, slots, err);
+  return comm;
+}
+
+namespace {
+
+// "message 3" for a group of one buffer, "message 3 buffer 2" in a larger group.
+std::string bufName(int k, size_t n, size_t i) {
+  std::string s = "message " + std::to_string(k);
+  return n > 1 ? s + " buffer " + std::to_string(i) : s;
+}
+
+// Posts group k into g: its buffers registered, one irecv of them all or one isend each.
+std::string postGroup(const ncclNet_t* net, void* comm, bool send, const NetPlan& plan,
+                      const std::vector<NetMsg>& msgs, int k, NetSideBuffers::Group& g, long long deadline) {
+  size_t n = msgs.size();
+  g.k = k;
+  g.bufs.clear();
+  g.bufs.resize(n);
+  g.reqs.assign(n, nullptr);
+  std::vector<void*> data(n), mhs(n);
+  std::vector<size_t> sizes(n);
+  std::vector<int> tags(n);
+  for (size_t i = 0; i < n; i++) {
+    NetSideBuffers::Buf& b = g.bufs[i];
+    sizes[i] = send ? msgs[i].sendSize : msgs[i].recvSize;
+    tags[i] = k * kNetMaxGroup + (int)i;
+    b.mem.reset(new char[sizes[i] ? sizes[i] : 1]);
+    if (send) netPatternFill(b.mem.get(), sizes[i], tags[i]);
+    else memset(b.mem.get(), 0, sizes[i] ? sizes[i] : 1);
+    if (net->regMr(comm, b.mem.get(), sizes[i], NCCL_PTR_HOST, &b.mh) != ncclSuccess) return "regMr failed";
+    b.registered = true;
+    data[i] = b.mem.get();
+    mhs[i] = b.mh;
+  }
+  if (!send) {
+    while (g.reqs[0] == nullptr) {
+      ncclResult_t r = net->irecv(comm, (int)n, data.data(), sizes.data(), tags.data(), mhs.data(), nullptr, &g.reqs[0]);
+      if (r != ncclSuccess) return "irecv returned " + std::to_string(r);
+      if (g.reqs[0] == nullptr && netNowNs() > deadline) return "irecv got no request slot by the deadline";
+    }
+    return "";
+  }
+  for (size_t j = 0; j < n; j++) {
+    size_t i = plan.reverseSendTags ? n - 1 - j : j;
+    while (g.reqs[i] == nullptr) {
+      ncclResult_t r = net->isend(comm, data[i], sizes[i], tags[i], mhs[i], nullptr, &g.reqs[i]);
+      if (r != ncclSuccess) return "isend returned " + std::to_string(r);
+      if (g.reqs[i] == nullptr && netNowNs() > deadline) return "isend found no receive by the deadline";
+    }
+  }
+  return "";
+}
+
+// Waits for group g: its sizes as test() reports them and, on the receiver, its data.
+std::string completeGroup(const ncclNet_t* net, void* comm, bool send, const std::vector<NetMsg>& msgs,
+                          NetSideBuffers::Group& g, long long deadline) {
+  size_t n = msgs.size();
+  for (size_t w = 0; w < (send ? n : 1); w++) {
+    std::vector<int> got(n, -1);
+    std::string err;
+    if (!netWait(net, g.reqs[w], got.data(), deadline, &err)) return bufName(g.k, send ? n : 1, w) + ": " + err;
+    for (size_t j = 0; j < (send ? 1 : n); j++) {
+      size_t i = send ? w : j;
+      size_t want = msgs[i].sendSize;
+      if ((size_t)got[j] != want)
+        return bufName(g.k, n, i) + ": reported size " + std::to_string(got[j]) + ", expected " + std::to_string(want);
+      size_t bad = 0;
+      if (!send && !netPatternCheck(g.bufs[i].mem.get(), want, g.k * kNetMaxGroup + (int)i, &bad))
+        return bufName(g.k, n, i) + " of " + std::to_string(want) + " bytes: wrong byte at " + std::to_string(bad);
+    }
+  }
+  for (NetSideBuffers::Buf& b : g.bufs) {
+    b.registered = false;
+    if (net->deregMr(comm, b.mh) != ncclSuccess) return "deregMr failed";
+  }
+  return "";
+}
+
+}  // namespace
+
+// Posts up to plan.inflight groups, then completes them in order.
+std::string netRunSide(const ncclNet_t* net, void* comm, bool send, const NetPlan& plan, NetSideBuffers* bufs) {
+  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
+  std::vector<std::vector<NetMsg>> groups;
+  for (size_t s : plan.sizes) groups.push_back({NetMsg{s, s}});
+  groups.insert(groups.end(), plan.groups.begin(), plan.groups.end());
+  size_t inflight = plan.inflight > 0 ? (size_t)plan.inflight : 1;
+  bufs->slots.clear();
+  bufs->slots.resize(inflight);
+  std::string err;
+  for (size_t next = 0, completed = 0; err.empty() && completed < groups.size();) {
+    while (err.empty() && next < groups.size() && next - completed < inflight) {
+      err = postGroup(net, comm, send, plan, groups[next], (int)next, bufs->slots[next % inflight], deadline);
+      next++;
+    }
+    if (err.empty()) err = completeGroup(net, comm, send, groups[completed], bufs->slots[completed % inflight], deadline);
+    completed++;
+  }
+  if (!err.empty())  // stopped short: no registration outlives the side (the buffers stay in *bufs)
+    for (NetSideBuffers::Group& g : bufs->slots)
+      for (NetSideBuffers::Buf& b : g.bufs)
+        if (b.registered) {
+          b.registered = false;
+          net->deregMr(comm, b.mh);
+        }
+  return err;
+}
+
+int netRunSender(const ncclNet_t* net, void* ctx, int dev, void* handle, const NetPlan& plan, std::string* err) {
+  void* comm = netConnect(net, ctx, dev, handle, netNowNs() + plan.deadlineMs * 1000000LL, err);
+  if (comm == nullptr) return 1;
+  NetSideBuffers bufs;
+  *err = netRunSide(net, comm, true, plan, &bufs);
+  net->closeSend(comm);
+  return err->empty() ? 0 : 1;
+}
+
+int netRunReceiver(const ncclNet_t* net, void* listenComm, const NetPlan& plan, std::string* err) {
+  void* comm = netAccept(net, listenComm, netNowNs() + plan.deadlineMs * 1000000LL, err);
+  if (comm == nullptr) return 1;
+  NetSideBuffers bufs;
+  *err = netRunSide(net, comm, false, plan, &bufs);
   net->closeRecv(comm);
-  return rc;
+  return err->empty() ? 0 : 1;
 }
 
 std::string netHandleToHex(const void* handle) {

@@ -17,6 +17,11 @@ std::string buildLibDir() {
   return dir + "/lib";
 }
 
+std::string buildTool(const std::string& tool) {
+  std::string lib = buildLibDir();
+  return lib.substr(0, lib.rfind('/')) + "/bin/" + tool;
+}
+
 void* loadPluginFromBuild(const std::string& name, std::string* err) {
   std::string candidates[] = {buildLibDir() + "/" + ncclPluginLibName(name), name};
   for (auto& c : candidates) {

@@ -9,3 +9,5 @@ std::string ncclPluginLibName(const std::string& name);
 void* loadPluginFromBuild(const std::string& name, std::string* err);
 // The build tree's lib directory (…/build/lib).
 std::string buildLibDir();
+// The build tree's program `tool` (…/build/bin/tool).
+std::string buildTool(const std::string& tool);

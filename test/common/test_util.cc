@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <mutex>
+#include <sstream>
 
 static std::mutex logMu;
 
@@ -59,4 +61,35 @@ std::string TempDir::write(const std::string& rel, const std::string& content) c
     fclose(f);
   }
   return full;
+}
+
+std::string lineStarting(const std::string& s, const std::string& prefix) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+std::string readFile(const std::string& path) {
+  std::string s;
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return s;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+  fclose(f);
+  return s;
+}
+
+ToolRun shellRun(const std::string& cmd) {
+  ToolRun r;
+  FILE* p = popen(("( " + cmd + " ) 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
+  return r;
 }

@@ -71,6 +71,20 @@ class TempDir {
   std::string path_;
 };
 
+// Text helpers of the tests that read what a program printed or a file holds.
+inline bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+// The first line of s that starts with prefix ("" if none).
+std::string lineStarting(const std::string& s, const std::string& prefix);
+// The whole file ("" when it cannot be read).
+std::string readFile(const std::string& path);
+
+// A shell command run as a user runs it: /bin/sh -c "( cmd ) 2>&1".
+struct ToolRun {
+  int status = -1;  // exit status, -1 if it did not exit
+  std::string out;  // stdout and stderr
+};
+ToolRun shellRun(const std::string& cmd);
+
 // One row of the fault matrix that make test prints (test/run-tests.sh collects the rows
 // of every tier): transport, case, outcome, seconds from the fault to the outcome.
 // Call it after the case's checks: a case whose checks failed shows FAILED, not the outcome

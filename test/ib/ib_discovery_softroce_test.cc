@@ -198,13 +198,8 @@ TEST_F(IbDiscoveryTest, IbHcaSelectsDevices) {
 TEST_F(IbDiscoveryTest, FusedRxeDevice) {
   ASSERT_EQ(init(), ncclSuccess);
   if (ncclNIbDevs < 2) RAILNET_SKIP("needs two devices");
-  ncclNetVDeviceProps_t vp;
-  memset(&vp, 0, sizeof(vp));
-  vp.ndevs = 2;
-  vp.devs[0] = 0;
-  vp.devs[1] = 1;
   int d = -1;
-  ASSERT_EQ(railnetNetIb.makeVDevice(&d, &vp), ncclSuccess);
+  ASSERT_EQ(ibFuseFirstTwoDevices(&d), ncclSuccess);
   ncclNetProperties_t p, p0, p1;
   ASSERT_EQ(railnetNetIb.getProperties(d, &p), ncclSuccess);
   ASSERT_EQ(railnetNetIb.getProperties(0, &p0), ncclSuccess);
@@ -219,12 +214,7 @@ TEST_F(IbDiscoveryTest, FusedRxeDevice) {
 namespace {
 
 std::string readSys(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "r");
-  if (!f) return "";
-  char buf[256] = {0};
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  std::string s(buf, n);
+  std::string s = readFile(path);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }

@@ -271,8 +271,6 @@ TEST_F(IbFaultMatrix, PeerKilledDuringClose) {
     railnetIbResetDevices();
     void* cctx = nullptr;
     if (ib->init(&cctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) _exit(3);
-    NetPlan plan;
-    plan.sizes.assign(kCount, kSize);
     // netRunSender would close the comm: connect and send by hand, then stop short of closing
     void* sc = nullptr;
     long long deadline = netNowNs() + 60000000000LL;

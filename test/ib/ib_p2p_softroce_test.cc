@@ -33,159 +33,40 @@ namespace {
 
 const ncclNet_t* ib = &railnetNetIb;
 
-
-struct Msg {
-  size_t sendSize;  // bytes sent
-  size_t recvSize;  // bytes posted
+// NetPlan with twice its default deadline: the tier's VM is emulated (TCG).
+struct Plan : NetPlan {
+  Plan() { deadlineMs = 120000; }
 };
 
-// One side's plan: messages posted in groups (a group is one irecv of n buffers, or n
-// isends matching it), `inflight` groups at a time.
-struct Plan {
-  std::vector<std::vector<Msg>> groups;
-  int inflight = 1;
-  int deadlineMs = 120000;
-  bool reverseSendTags = false;  // isend the buffers of a group in reverse tag order
-};
-
-struct Buf {
-  std::vector<char> mem;
-  void* mh = nullptr;
-};
-
-// Runs one side over an established comm; "" on success, else what went wrong.
-std::string runSide(void* comm, bool send, const Plan& plan) {
-  long long deadline = netNowNs() + plan.deadlineMs * 1000000LL;
-  struct Group {
-    std::vector<Buf> bufs;
-    std::vector<void*> reqs;
-    int k = -1;
-  };
-  std::vector<Group> slots(plan.inflight);
-  // an early return (an error) deregisters what is still registered: no handle outlives it
-  struct Cleanup {
-    void* comm;
-    std::vector<Group>* slots;
-    ~Cleanup() {
-      for (Group& g : *slots)
-        for (Buf& b : g.bufs)
-          if (b.mh) ib->deregMr(comm, b.mh);
-    }
-  } cleanup{comm, &slots};
-  size_t next = 0, completed = 0, slot = 0;
-  while (completed < plan.groups.size()) {
-    while (next < plan.groups.size() && next - completed < (size_t)plan.inflight) {
-      Group& g = slots[next % plan.inflight];
-      const std::vector<Msg>& msgs = plan.groups[next];
-      int n = (int)msgs.size();
-      g.k = (int)next;
-      g.bufs.assign(n, Buf());
-      g.reqs.assign(n, nullptr);
-      for (int i = 0; i < n; i++) {
-        size_t sz = send ? msgs[i].sendSize : msgs[i].recvSize;
-        g.bufs[i].mem.assign(sz ? sz : 1, 0);
-        if (send) netPatternFill(g.bufs[i].mem.data(), sz, g.k * 8 + i);
-        if (ib->regMr(comm, g.bufs[i].mem.data(), sz, NCCL_PTR_HOST, &g.bufs[i].mh) != ncclSuccess)
-          return "regMr failed";
-      }
-      if (send) {
-        for (int j = 0; j < n; j++) {
-          int i = plan.reverseSendTags ? n - 1 - j : j;
-          while (g.reqs[i] == nullptr) {
-            ncclResult_t r = ib->isend(comm, g.bufs[i].mem.data(), msgs[i].sendSize, g.k * 8 + i, g.bufs[i].mh,
-                                       nullptr, &g.reqs[i]);
-            if (r != ncclSuccess) return "isend returned " + std::to_string(r);
-            if (netNowNs() > deadline) return "isend found no receive by the deadline";
-          }
-        }
-      } else {
-        std::vector<void*> data(n), mhs(n);
-        std::vector<size_t> sizes(n);
-        std::vector<int> tags(n);
-        for (int i = 0; i < n; i++) {
-          data[i] = g.bufs[i].mem.data();
-          mhs[i] = g.bufs[i].mh;
-          sizes[i] = msgs[i].recvSize;
-          tags[i] = g.k * 8 + i;
-        }
-        while (g.reqs[0] == nullptr) {
-          ncclResult_t r = ib->irecv(comm, n, data.data(), sizes.data(), tags.data(), mhs.data(), nullptr, &g.reqs[0]);
-          if (r != ncclSuccess) return "irecv returned " + std::to_string(r);
-          if (netNowNs() > deadline) return "irecv got no request by the deadline";
-        }
-      }
-      next++;
-    }
-    Group& g = slots[slot];
-    const std::vector<Msg>& msgs = plan.groups[g.k];
-    int n = (int)msgs.size();
-    int nWait = send ? n : 1;
-    for (int w = 0; w < nWait; w++) {
-      int sizes[NCCL_NET_IB_MAX_RECVS];
-      for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) sizes[i] = -1;
-      std::string err;
-      if (!netWait(ib, g.reqs[w], sizes, deadline, &err)) return "group " + std::to_string(g.k) + ": " + err;
-      for (int i = 0; i < (send ? 1 : n); i++) {
-        int idx = send ? w : i;
-        if ((size_t)sizes[i] != msgs[idx].sendSize)
-          return "group " + std::to_string(g.k) + " buffer " + std::to_string(idx) + ": reported size " +
-                 std::to_string(sizes[i]) + ", expected " + std::to_string(msgs[idx].sendSize);
-        size_t bad = 0;
-        if (!send && !netPatternCheck(g.bufs[idx].mem.data(), msgs[idx].sendSize, g.k * 8 + idx, &bad))
-          return "group " + std::to_string(g.k) + " buffer " + std::to_string(idx) + " of " +
-                 std::to_string(msgs[idx].sendSize) + " bytes: wrong byte at " + std::to_string(bad);
-      }
-    }
-    for (Buf& b : g.bufs) {
-      void* mh = b.mh;
-      b.mh = nullptr;
-      if (ib->deregMr(comm, mh) != ncclSuccess) return "deregMr failed";
-    }
-    g.bufs.clear();
-    completed++;
-    slot = (slot + 1) % plan.inflight;
+// Moves `sizes` from sc to rc in this process (receive posted first), checking data and sizes.
+std::string moveInProcess(void* sc, void* rc, const std::vector<size_t>& sizes, int seed) {
+  long long deadline = netNowNs() + 60000000000LL;
+  for (size_t k = 0; k < sizes.size(); k++) {
+    std::vector<char> a(sizes[k] ? sizes[k] : 1), b(sizes[k] + 64);
+    netPatternFill(a.data(), sizes[k], seed + (int)k);
+    void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
+    if (ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha) != ncclSuccess ||
+        ib->regMr(rc, b.data(), b.size(), NCCL_PTR_HOST, &mhb) != ncclSuccess)
+      return "regMr failed";
+    void* data = b.data();
+    size_t size = b.size();
+    int tag = (int)k;
+    if (ib->irecv(rc, 1, &data, &size, &tag, &mhb, nullptr, &rr) != ncclSuccess || rr == nullptr)
+      return "irecv failed";
+    while (sr == nullptr && netNowNs() < deadline)
+      if (ib->isend(sc, a.data(), sizes[k], (int)k, mha, nullptr, &sr) != ncclSuccess) return "isend failed";
+    std::string err;
+    int s1 = -1, s2 = -1;
+    if (sr == nullptr) return "no clear-to-send";
+    if (!netWait(ib, sr, &s1, deadline, &err) || !netWait(ib, rr, &s2, deadline, &err)) return err;
+    if (s2 != (int)sizes[k]) return "message " + std::to_string(k) + ": receiver reported " + std::to_string(s2);
+    size_t bad = 0;
+    if (!netPatternCheck(b.data(), sizes[k], seed + (int)k, &bad))
+      return "message " + std::to_string(k) + ": wrong byte at " + std::to_string(bad);
+    ib->deregMr(sc, mha);
+    ib->deregMr(rc, mhb);
   }
   return "";
-}
-
-void* connectComm(void* ctx, int dev, void* handle, long long deadline, std::string* err) {
-  void* comm = nullptr;
-  ncclNetDeviceHandle_t* dc = nullptr;
-  while (comm == nullptr) {
-    ncclResult_t r = ib->connect(ctx, dev, handle, &comm, &dc);
-    if (r != ncclSuccess) {
-      *err = "connect returned " + std::to_string(r);
-      return nullptr;
-    }
-    if (comm == nullptr && netNowNs() > deadline) {
-      *err = "connect did not complete by the deadline";
-      return nullptr;
-    }
-  }
-  return comm;
-}
-
-void* acceptComm(void* listenComm, long long deadline, std::string* err, pid_t peer = 0) {
-  void* comm = nullptr;
-  ncclNetDeviceHandle_t* dc = nullptr;
-  while (comm == nullptr) {
-    siginfo_t info;
-    memset(&info, 0, sizeof(info));
-    if (peer > 0 && waitid(P_PID, (id_t)peer, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == peer) {
-      *err = "the sender process is gone";
-      return nullptr;
-    }
-    ncclResult_t r = ib->accept(listenComm, &comm, &dc);
-    if (r != ncclSuccess) {
-      *err = "accept returned " + std::to_string(r);
-      return nullptr;
-    }
-    if (comm == nullptr && netNowNs() > deadline) {
-      *err = "accept did not complete by the deadline";
-      return nullptr;
-    }
-  }
-  return comm;
 }
 
 class IbP2pTest : public IbTwoDevicesTest {
@@ -224,12 +105,13 @@ class IbP2pTest : public IbTwoDevicesTest {
       void* cctx = nullptr;
       if (ib->init(&cctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) _exit(4);
       std::string err;
-      void* comm = connectComm(cctx, 1, handle, netNowNs() + 60000000000LL, &err);
+      void* comm = netConnect(ib, cctx, 1, handle, netNowNs() + 60000000000LL, &err);
       if (comm == nullptr) {
         fprintf(stderr, "sender: %s\n", err.c_str());
         _exit(5);
       }
-      err = runSide(comm, true, plan);
+      NetSideBuffers bufs;
+      err = netRunSide(ib, comm, true, plan, &bufs);
       if (!err.empty()) fprintf(stderr, "sender: %s\n", err.c_str());
       // let the receiver see the last completions before the QPs go
       usleep(200000);
@@ -248,13 +130,14 @@ class IbP2pTest : public IbTwoDevicesTest {
     if (result.empty() && write(hp[1], handle, sizeof(handle)) != (ssize_t)sizeof(handle)) result = "pipe write";
     close(hp[1]);
     void* comm = nullptr;
+    NetSideBuffers bufs;  // until the comm is closed
     if (result.empty() && !expectSendFail) {
-      comm = acceptComm(lc, netNowNs() + 60000000000LL, &result, pid);
-      if (comm) result = runSide(comm, false, plan);
+      comm = netAccept(ib, lc, netNowNs() + 60000000000LL, &result, pid);
+      if (comm) result = netRunSide(ib, comm, false, plan, &bufs);
       if (!result.empty()) result = "receiver: " + result;
     } else if (result.empty()) {
-      comm = acceptComm(lc, netNowNs() + 60000000000LL, &result);
-      if (comm) runSide(comm, false, plan); /* times out: the sender gave up */
+      comm = netAccept(ib, lc, netNowNs() + 60000000000LL, &result);
+      if (comm) netRunSide(ib, comm, false, plan, &bufs); /* times out: the sender gave up */
     }
     std::string log;
     int status = 0;
@@ -276,37 +159,31 @@ class IbP2pTest : public IbTwoDevicesTest {
   }
 };
 
-std::vector<std::vector<Msg>> singles(const std::vector<size_t>& sizes) {
-  std::vector<std::vector<Msg>> g;
-  for (size_t s : sizes) g.push_back({Msg{s, s}});
-  return g;
-}
-
 TEST_F(IbP2pTest, IntegrityAcrossSizes) {
   Plan p;
-  p.groups = singles({0, 1, 7, 4095, 4096, 65536 + 3, 1 << 20, (1 << 20) + 3, 8 << 20});
+  p.sizes = {0, 1, 7, 4095, 4096, 65536 + 3, 1 << 20, (1 << 20) + 3, 8 << 20};
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, ReceiveLargerThanSendReportsTheSentSize) {
   Plan p;
-  p.groups = {{Msg{100, 4096}}, {Msg{0, 64}}, {Msg{65536, 1 << 20}}};
+  p.groups = {{NetMsg{100, 4096}}, {NetMsg{0, 64}}, {NetMsg{65536, 1 << 20}}};
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, MaxRequestsInFlight) {
   Plan p;
-  for (int i = 0; i < 3 * NCCL_NET_MAX_REQUESTS; i++) p.groups.push_back({Msg{(size_t)(i * 997) % 70000, 70000}});
+  for (int i = 0; i < 3 * NCCL_NET_MAX_REQUESTS; i++) p.groups.push_back({NetMsg{(size_t)(i * 997) % 70000, 70000}});
   p.inflight = NCCL_NET_MAX_REQUESTS;
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, MultiReceiveOfEightTaggedBuffers) {
   Plan p;
-  std::vector<Msg> g;
-  for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) g.push_back(Msg{(size_t)(i * 4099 + i), (size_t)(i * 4099 + 64)});
+  std::vector<NetMsg> g;
+  for (int i = 0; i < NCCL_NET_IB_MAX_RECVS; i++) g.push_back(NetMsg{(size_t)(i * 4099 + i), (size_t)(i * 4099 + 64)});
   for (int k = 0; k < 6; k++) p.groups.push_back(g);
-  p.groups.push_back({Msg{5, 5}, Msg{0, 0}});
+  p.groups.push_back({NetMsg{5, 5}, NetMsg{0, 0}});
   p.inflight = 3;
   p.reverseSendTags = true;
   EXPECT_EQ(transfer(p), "");
@@ -320,9 +197,9 @@ TEST_P(IbQpTest, QpsPerConnectionAndSplit) {
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", std::to_string(split).c_str());
   railnetParamReset();
   Plan p;
-  p.groups = singles({0, 1, 200, 4096 * 3 + 5, (1 << 20) + 3});
-  for (int i = 0; i < 20; i++) p.groups.push_back({Msg{(size_t)i * 1000 + 1, 20000}});
-  p.groups.push_back({Msg{300, 300}, Msg{70000, 70000}, Msg{0, 10}});
+  p.sizes = {0, 1, 200, 4096 * 3 + 5, (1 << 20) + 3};
+  for (int i = 0; i < 20; i++) p.groups.push_back({NetMsg{(size_t)i * 1000 + 1, 20000}});
+  p.groups.push_back({NetMsg{300, 300}, NetMsg{70000, 70000}, NetMsg{0, 10}});
   p.inflight = 8;
   EXPECT_EQ(transfer(p), "");
 }
@@ -334,14 +211,14 @@ TEST_F(IbP2pTest, InlineClearToSend) {
   env.set("NCCL_IB_USE_INLINE", "1");
   railnetParamReset();
   Plan p;
-  p.groups = singles({1, 4096, 100000});
-  p.groups.push_back({Msg{10, 10}, Msg{20, 20}, Msg{30, 30}});
+  p.sizes = {1, 4096, 100000};
+  p.groups.push_back({NetMsg{10, 10}, NetMsg{20, 20}, NetMsg{30, 30}});
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, ReceiveSmallerThanSendFailsTheSenderWithBothSizes) {
   Plan p;
-  p.groups = {{Msg{8192, 4096}}};
+  p.groups = {{NetMsg{8192, 4096}}};
   p.deadlineMs = 3000;
   std::string log;
   EXPECT_EQ(transfer(p, &log, true), "");
@@ -409,32 +286,7 @@ TEST_F(IbP2pTest, GarbageMetadataIsRefusedAndTheListenerStillWorks) {
   // a real connection is still accepted, and moves data (same process, rxe1 -> rxe0)
   void *sc = nullptr, *rcv = nullptr;
   ASSERT_TRUE(netConnectPair(ib, ctx, 1, handle, lc, &sc, &rcv));
-  Plan p;
-  p.groups = singles({1, 5000});
-  // one process drives both sides: post the receives first, then the sends
-  std::vector<char> a(5000), b(5000);
-  netPatternFill(a.data(), a.size(), 3);
-  void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
-  ASSERT_EQ(ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha), ncclSuccess);
-  ASSERT_EQ(ib->regMr(rcv, b.data(), b.size(), NCCL_PTR_HOST, &mhb), ncclSuccess);
-  void* data = b.data();
-  size_t size = b.size();
-  int tag = 9;
-  ASSERT_EQ(ib->irecv(rcv, 1, &data, &size, &tag, &mhb, nullptr, &rr), ncclSuccess);
-  ASSERT_NE(rr, nullptr);
-  deadline = netNowNs() + 10000000000LL;
-  while (sr == nullptr && netNowNs() < deadline)
-    ASSERT_EQ(ib->isend(sc, a.data(), a.size(), 9, mha, nullptr, &sr), ncclSuccess);
-  ASSERT_NE(sr, nullptr);
-  std::string err;
-  int s1 = -1, s2 = -1;
-  ASSERT_TRUE(netWait(ib, sr, &s1, deadline, &err)) << err;
-  ASSERT_TRUE(netWait(ib, rr, &s2, deadline, &err)) << err;
-  EXPECT_EQ(s1, 5000);
-  EXPECT_EQ(s2, 5000);
-  EXPECT_TRUE(netPatternCheck(b.data(), b.size(), 3, nullptr));
-  ib->deregMr(sc, mha);
-  ib->deregMr(rcv, mhb);
+  EXPECT_EQ(moveInProcess(sc, rcv, {5000}, 3), "") << LogCapture::all();
   ib->closeSend(sc);
   ib->closeRecv(rcv);
   ib->closeListen(lc);
@@ -562,13 +414,13 @@ TEST_F(IbP2pTest, AdaptiveRoutingAboveTheThreshold) {
   env.set("NCCL_IB_AR_THRESHOLD", "4096");
   railnetParamReset();
   Plan p;
-  p.groups = singles({0, 100, 4096, 4097, 300000});
+  p.sizes = {0, 100, 4096, 4097, 300000};
   EXPECT_EQ(transfer(p), "");
 }
 
 TEST_F(IbP2pTest, SixtyFourMiB) {
   Plan p;
-  p.groups = singles({64u << 20});
+  p.sizes = {64u << 20};
   EXPECT_EQ(transfer(p), "");
 }
 
@@ -802,37 +654,6 @@ TEST_F(IbP2pTest, ListenerAnsweringWithBadMetadataFailsTheConnect) {
 
 // ------------------------------------------------------------------ QP settings, fused devices
 
-// Moves `sizes` from sc to rc in this process (receive posted first), checking data and sizes.
-std::string moveInProcess(void* sc, void* rc, const std::vector<size_t>& sizes, int seed) {
-  long long deadline = netNowNs() + 60000000000LL;
-  for (size_t k = 0; k < sizes.size(); k++) {
-    std::vector<char> a(sizes[k] ? sizes[k] : 1), b(sizes[k] + 64);
-    netPatternFill(a.data(), sizes[k], seed + (int)k);
-    void *mha = nullptr, *mhb = nullptr, *rr = nullptr, *sr = nullptr;
-    if (ib->regMr(sc, a.data(), a.size(), NCCL_PTR_HOST, &mha) != ncclSuccess ||
-        ib->regMr(rc, b.data(), b.size(), NCCL_PTR_HOST, &mhb) != ncclSuccess)
-      return "regMr failed";
-    void* data = b.data();
-    size_t size = b.size();
-    int tag = (int)k;
-    if (ib->irecv(rc, 1, &data, &size, &tag, &mhb, nullptr, &rr) != ncclSuccess || rr == nullptr)
-      return "irecv failed";
-    while (sr == nullptr && netNowNs() < deadline)
-      if (ib->isend(sc, a.data(), sizes[k], (int)k, mha, nullptr, &sr) != ncclSuccess) return "isend failed";
-    std::string err;
-    int s1 = -1, s2 = -1;
-    if (sr == nullptr) return "no clear-to-send";
-    if (!netWait(ib, sr, &s1, deadline, &err) || !netWait(ib, rr, &s2, deadline, &err)) return err;
-    if (s2 != (int)sizes[k]) return "message " + std::to_string(k) + ": receiver reported " + std::to_string(s2);
-    size_t bad = 0;
-    if (!netPatternCheck(b.data(), sizes[k], seed + (int)k, &bad))
-      return "message " + std::to_string(k) + ": wrong byte at " + std::to_string(bad);
-    ib->deregMr(sc, mha);
-    ib->deregMr(rc, mhb);
-  }
-  return "";
-}
-
 // NCCL_IB_SL, NCCL_IB_TC, NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT and NCCL_IB_PKEY end up in the
 // queue pairs of both ends (read back with ibv_query_qp; the SL on InfiniBand only), and the
 // comm moves data with them; without NCCL_IB_TC the comm config's trafficClass is used (and
@@ -931,13 +752,8 @@ TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
   init();
   LogCapture cap;
-  ncclNetVDeviceProps_t vp;
-  memset(&vp, 0, sizeof(vp));
-  vp.ndevs = 2;
-  vp.devs[0] = 0;
-  vp.devs[1] = 1;
   int d = -1;
-  ASSERT_EQ(ib->makeVDevice(&d, &vp), ncclSuccess);
+  ASSERT_EQ(ibFuseFirstTwoDevices(&d), ncclSuccess);
   auto sent = [](const char* dev) {
     std::string p = std::string("/sys/class/infiniband/") + dev + "/ports/1/hw_counters/sent_pkts";
     FILE* f = fopen(p.c_str(), "r");

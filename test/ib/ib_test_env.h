@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <string>
 
 // Forgets earlier discovery, checks that libibverbs lists two devices and clears the IB
@@ -22,6 +23,16 @@ inline std::string ibTwoDevicesOrWhy(ScopedEnv& env) {
   return "";
 }
 
+// makeVDevice of devices 0 and 1 (the tier's rxe0 and rxe1): the fused device's index in *d.
+inline ncclResult_t ibFuseFirstTwoDevices(int* d) {
+  ncclNetVDeviceProps_t vp;
+  memset(&vp, 0, sizeof(vp));
+  vp.ndevs = 2;
+  vp.devs[0] = 0;
+  vp.devs[1] = 1;
+  return railnetNetIb.makeVDevice(d, &vp);
+}
+
 // Brings a netdev of the tier's veth pair back up and restores what the kernel dropped
 // with the link: the per-address routes of table 100 and the static neighbours that make
 // 198.18.0.1 <-> 198.18.0.2 cross the veth pair (test/softroce/guest.sh sets them up).
@@ -35,13 +46,7 @@ inline int softroceLinkUp(const std::string& netdev) {
   char n0[64], n1[64], a0[64], a1[64];
   if (sscanf(nd, "%63s %63s", n0, n1) != 2 || sscanf(ad, "%63s %63s", a0, a1) != 2) return rc;
   auto mac = [](const char* dev) {
-    std::string p = std::string("/sys/class/net/") + dev + "/address", m;
-    FILE* f = fopen(p.c_str(), "r");
-    char b[64] = "";
-    if (f) {
-      if (fgets(b, sizeof(b), f)) m = b;
-      fclose(f);
-    }
+    std::string m = readFile(std::string("/sys/class/net/") + dev + "/address");
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
     return m;
   };

@@ -27,13 +27,7 @@ extern "C" {
 
 namespace {
 
-std::string bin(const std::string& tool) {
-  std::string lib = buildLibDir();
-  return lib.substr(0, lib.rfind('/')) + "/bin/" + tool;
-}
 std::string pluginLib() { return buildLibDir() + "/libnccl-net-railnet.so"; }
-
-bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 std::vector<std::string> words(const char* env) {
   std::vector<std::string> out;
@@ -44,44 +38,9 @@ std::vector<std::string> words(const char* env) {
   return out;
 }
 
-std::string readFile(const std::string& path) {
-  std::string s;
-  FILE* f = fopen(path.c_str(), "r");
-  if (!f) return s;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-  fclose(f);
-  return s;
-}
 std::string firstLine(const std::string& path) {
   std::string s = readFile(path);
   return s.substr(0, s.find('\n'));
-}
-
-struct ToolRun {
-  int status = -1;  // exit status, or -1 when killed by a signal
-  std::string out;  // stdout and stderr
-};
-ToolRun sh(const std::string& cmd) {
-  ToolRun r;
-  FILE* p = popen(("( " + cmd + " ) 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-// The first line of s that starts with prefix ("" if none).
-std::string lineStarting(const std::string& s, const std::string& prefix) {
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(prefix, 0) == 0) return line;
-  return "";
 }
 
 // The error counters railnet-diag reads, where rdma_rxe keeps them (its port has no counters/).
@@ -110,9 +69,9 @@ class ToolsSoftRoce : public ::testing::Test {
   // railnet-perf --server on device index srvDev, the client on cliDev, through a handle file.
   ToolRun perf(int srvDev, int cliDev, const std::string& clientArgs, std::string* server) {
     TempDir d;
-    std::string tool = "RAILNET_TRANSPORT=ib timeout 150 " + bin("railnet-perf") + " --plugin " + pluginLib() +
+    std::string tool = "RAILNET_TRANSPORT=ib timeout 150 " + buildTool("railnet-perf") + " --plugin " + pluginLib() +
                        " --handle-file " + d.path() + "/handle --timeout 120 ";
-    ToolRun r = sh(tool + "--server --dev " + std::to_string(srvDev) + " >" + d.path() + "/server.out 2>&1 & " + tool +
+    ToolRun r = shellRun(tool + "--server --dev " + std::to_string(srvDev) + " >" + d.path() + "/server.out 2>&1 & " + tool +
                    "--client '' --dev " + std::to_string(cliDev) + " " + clientArgs +
                    "; rc=$?; wait $! || rc=$((rc + 100)); exit $rc");
     *server = readFile(d.path() + "/server.out");
@@ -128,7 +87,7 @@ TEST_F(ToolsSoftRoce, DiagListsDevicesGidTablesAndCounters) {
       std::string v = firstLine(sysPort(i) + "hw_counters/" + c);
       before[i].push_back(v.empty() ? -1 : atoll(v.c_str()));
     }
-  ToolRun r = sh("timeout 60 " + bin("railnet-diag"));
+  ToolRun r = shellRun("timeout 60 " + buildTool("railnet-diag"));
   // 0, or 1 for a problem of the host (the VM's locked-memory limit is 8 MiB): never 2 or a crash.
   EXPECT_TRUE(r.status == 0 || r.status == 1) << r.out;
   for (size_t i = 0; i < devs.size(); i++) {
@@ -175,7 +134,7 @@ TEST_F(ToolsSoftRoce, DiagListsDevicesGidTablesAndCounters) {
     EXPECT_FALSE(has(ctr, "no error counters exposed")) << ctr;
   }
 
-  ToolRun j = sh("timeout 60 " + bin("railnet-diag") + " --json");
+  ToolRun j = shellRun("timeout 60 " + buildTool("railnet-diag") + " --json");
   EXPECT_TRUE(j.status == 0 || j.status == 1) << j.out;
   ASSERT_EQ(j.out.rfind("{\"tool\":\"railnet-diag\"", 0), 0u) << j.out;
   for (size_t i = 0; i < devs.size(); i++) {

@@ -12,24 +12,8 @@
 
 namespace {
 
-std::string bin(const std::string& tool) {
-  std::string lib = buildLibDir();
-  return lib.substr(0, lib.rfind('/')) + "/bin/" + tool;
-}
-
 double nowMs() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
-// The first line of s that starts with prefix ("" if none).
-std::string lineStarting(const std::string& s, const std::string& prefix) {
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(prefix, 0) == 0) return line;
-  return "";
 }
 
 // Variables of the caller that would change the tools' answers.
@@ -50,37 +34,37 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
   TempDir d;
   std::string env = std::string(kClean) + "SYSFS_PATH=" + d.path() + " HOME=" + d.path() + " ";
 
-  NetNsResult r = a.exec(env + bin("railnet-diag"));
+  NetNsResult r = a.exec(env + buildTool("railnet-diag"));
   EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_TRUE(has(r.out, "selected: ib0 (198.18.4.1) -- by step: ib* interfaces")) << r.out;
   std::string ib0 = lineStarting(r.out, "  ib0 ");
   EXPECT_TRUE(has(ib0, "up, running") && has(ib0, "198.18.4.1/24") && has(ib0, "<- selected [0]")) << r.out;
   EXPECT_FALSE(has(lineStarting(r.out, "  eth0 "), "selected")) << r.out;
 
-  r = a.exec(env + bin("railnet-diag") + " --json");
+  r = a.exec(env + buildTool("railnet-diag") + " --json");
   EXPECT_TRUE(has(r.out, "\"selected\":[{\"name\":\"ib0\",\"address\":\"198.18.4.1\"}]")) << r.out;
   EXPECT_TRUE(has(r.out, "\"step\":\"ib* interfaces\"")) << r.out;
 
   // ib0 goes down: the chain moves on to "any but docker*, lo, virbr*", i.e. eth0.
   ASSERT_TRUE(a.down("ib0"));
-  r = a.exec(env + bin("railnet-diag"));
+  r = a.exec(env + buildTool("railnet-diag"));
   EXPECT_TRUE(has(r.out, "selected: eth0 (198.18.3.1) -- by step: any but docker*, lo, virbr*")) << r.out;
   EXPECT_TRUE(has(lineStarting(r.out, "  ib0 "), " down ")) << r.out;
 
   // Only docker0 left: a warning with its fix, still exit 0.
   ASSERT_TRUE(a.down("eth0"));
-  r = a.exec(env + bin("railnet-diag"));
+  r = a.exec(env + buildTool("railnet-diag"));
   EXPECT_TRUE(has(r.out, "by step: docker*")) << r.out;
   EXPECT_TRUE(has(r.out, "WARNING: the choice fell back to a bridge (docker*)")) << r.out;
 
   // A user list naming a down interface: the choice, plus a warning about the one unused.
   ASSERT_TRUE(a.up("eth0") && a.waitRunning("eth0"));
-  r = a.exec(env + "NCCL_SOCKET_IFNAME=eth0,ib0 " + bin("railnet-diag"));
+  r = a.exec(env + "NCCL_SOCKET_IFNAME=eth0,ib0 " + buildTool("railnet-diag"));
   EXPECT_TRUE(has(r.out, "selected: eth0 (198.18.3.1) -- by step: NCCL_SOCKET_IFNAME")) << r.out;
   EXPECT_TRUE(has(r.out, "WARNING: NCCL_SOCKET_IFNAME=eth0,ib0 names ib0, which is not used: down")) << r.out;
 
   // A lowered locked-memory limit is reported (a warning here: no RDMA port in this tree).
-  r = a.exec("ulimit -l 32 && " + env + bin("railnet-diag"));
+  r = a.exec("ulimit -l 32 && " + env + buildTool("railnet-diag"));
   EXPECT_TRUE(has(r.out, "the locked-memory limit is 32 KiB")) << r.out;
 }
 
@@ -93,19 +77,7 @@ bool vethPair(NetNs& a, NetNs& b, int net) {
 }
 
 const char* kPerfEnv = "NCCL_SOCKET_IFNAME==eth0 RAILNET_TRANSPORT=socket ";
-std::string perfCmd() { return bin("railnet-perf") + " --plugin " + buildLibDir() + "/libnccl-net-railnet.so "; }
-
-std::string readFile(const std::string& path) {
-  std::string s;
-  FILE* f = fopen(path.c_str(), "r");
-  if (f) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-    fclose(f);
-  }
-  return s;
-}
+std::string perfCmd() { return buildTool("railnet-perf") + " --plugin " + buildLibDir() + "/libnccl-net-railnet.so "; }
 
 // railnet-perf --server in a (its output in *srv), the client in b with clientArgs.
 NetNsResult perfPair(NetNs& a, NetNs& b, int net, const std::string& serverArgs, const std::string& clientArgs,

@@ -24,9 +24,10 @@ SOFTROCE_BINS += $(BUILD)/test/ib_tests
 $(BUILD)/test/ib_tests.sources: softroce-phony
 	@mkdir -p $(dir $@)
 	@echo '$(IB_SRCS) $(TEST_COMMON)' | cmp -s - $@ || echo '$(IB_SRCS) $(TEST_COMMON)' >$@
-$(BUILD)/test/ib_tests: $(IB_SRCS) $(TEST_COMMON) $(TEST_HDRS) $(STATIC) $(HEADERS) $(BUILD)/test/ib_tests.sources
+IB_OBJS := $(IB_SRCS:test/%.cc=$(BUILD)/obj/test/%.o)
+$(BUILD)/test/ib_tests: $(IB_OBJS) $(TEST_COMMON_OBJS) $(STATIC) $(BUILD)/test/ib_tests.sources
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) $(LDFLAGS) -o $@ $(IB_SRCS) $(TEST_COMMON) \
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(IB_OBJS) $(TEST_COMMON_OBJS) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
 endif
 

@@ -9,6 +9,7 @@
 extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
+#include "testing.h"
 }
 
 namespace {

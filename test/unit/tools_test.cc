@@ -12,34 +12,13 @@
 
 namespace {
 
-std::string binDir() {
-  std::string lib = buildLibDir();  // …/build/lib
-  return lib.substr(0, lib.rfind('/')) + "/bin";
-}
-
-struct ToolRun {
-  int status = -1;  // exit status, -1 if it did not exit
-  std::string out;  // stdout and stderr
-};
-
-// /bin/sh -c "cmd" with stdout+stderr captured. Every variable that could leak in from the
-// caller's environment and change the tools' answers is cleared first.
+// shellRun(cmd) with every variable cleared first that could leak in from the caller's
+// environment and change the tools' answers.
 ToolRun sh(const std::string& cmd) {
-  std::string full =
+  return shellRun(
       "unset NCCL_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_CONF_FILE NCCL_DEBUG NCCL_NET_PLUGIN "
-      "NCCL_IB_ADDR_FAMILY NCCL_IB_ROCE_VERSION_NUM NCCL_IB_ADDR_RANGE SYSFS_PATH; " + cmd + " 2>&1";
-  ToolRun r;
-  FILE* p = popen(full.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
-  return r;
+      "NCCL_IB_ADDR_FAMILY NCCL_IB_ROCE_VERSION_NUM NCCL_IB_ADDR_RANGE SYSFS_PATH; " + cmd);
 }
-
-bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 // The lines of s that contain needle.
 std::vector<std::string> linesWith(const std::string& s, const std::string& needle) {
@@ -79,8 +58,8 @@ struct FakeSysfs {
   std::string env() const { return "SYSFS_PATH=" + dir.path() + " HOME=" + dir.path() + " "; }
 };
 
-std::string diag() { return binDir() + "/railnet-diag"; }
-std::string perf() { return binDir() + "/railnet-perf"; }
+std::string diag() { return buildTool("railnet-diag"); }
+std::string perf() { return buildTool("railnet-perf"); }
 
 TEST(RailnetDiag, HelpDescribesEveryOption) {
   ToolRun r = sh(diag() + " --help");

@@ -3,7 +3,7 @@
  *
  * Written for railnet from the published layout of NCCL's net plugin interface:
  * field order and types must match NCCL exactly, because NCCL reads these
- * structs from the plugin by offset. test/unit/abi_test.cc and the static
+ * structs from the plugin by offset. test/unit/plugin_abi_test.cc and the static
  * asserts in ext-net/plugin.c pin every size and offset.
  */
 #ifndef RAILNET_NET_H
