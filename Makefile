@@ -44,7 +44,7 @@ SHARED := $(LIBDIR)/librailnet.so
 # Tools: railnet-demo is one file; railnet-diag and railnet-perf are made of the files of
 # tools/diag/ and tools/perf/, each with tools/common/ (helpers both share).
 TOOLS := $(BUILD)/bin/railnet-demo $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf
-TOOL_HDRS := $(wildcard tools/*/*.h)
+
 TOOL_COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/common/*.c))
 DIAG_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/diag/*.c))
 PERF_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/perf/*.c))
@@ -74,10 +74,10 @@ $(PLUGIN): $(LIB_OBJS) $(PLUGIN_OBJS) ext-net/plugin.map
 	ln -sf libnccl-net-railnet.so $(LIBDIR)/libnccl-net.so
 
 tools: $(TOOLS)
-$(BUILD)/obj/tools/%.o: tools/%.c $(HEADERS) $(TOOL_HDRS)
+$(BUILD)/obj/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
-$(BUILD)/bin/railnet-demo: tools/railnet-demo.c $(STATIC) $(HEADERS)
+$(BUILD)/bin/railnet-demo: tools/railnet-demo.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
 $(BUILD)/bin/railnet-diag: $(DIAG_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)

@@ -13,13 +13,6 @@ extern "C" {
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string shortHost() {
   char h[256] = {0};
   gethostname(h, sizeof(h) - 1);
@@ -69,7 +62,7 @@ TEST(Debug, SubsysFilterAndFileInNcclFormat) {
   WARN("warn message %d", 3);
   railnetDebugReset();  // closes the file
   std::string path = dir.path() + "/log." + shortHost() + "." + std::to_string(getpid());
-  std::string text = slurp(path);
+  std::string text = readFile(path);
   EXPECT_EQ(text.find("net message"), std::string::npos) << text;
   std::regex info("(^|\n)" + shortHost() + ":" + std::to_string(getpid()) + ":[0-9]+ \\[0\\] NCCL INFO init message 2\n");
   EXPECT_TRUE(std::regex_search(text, info)) << text;
@@ -86,7 +79,7 @@ TEST(Debug, LevelWarnHidesInfo) {
   INFO(NCCL_INIT, "hidden info");
   WARN("shown warn");
   railnetDebugReset();
-  std::string text = slurp(dir.path() + "/log");
+  std::string text = readFile(dir.path() + "/log");
   EXPECT_EQ(text.find("hidden info"), std::string::npos);
   EXPECT_NE(text.find("shown warn"), std::string::npos);
 }
@@ -138,7 +131,7 @@ TEST(Debug, FirstLogWithBadConfFileDoesNotDeadlock) {
   }
   ASSERT_TRUE(exited) << "the first log line with a malformed conf file did not return within 10 s (deadlock)";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-  std::string text = slurp(logPath);
+  std::string text = readFile(logPath);
   EXPECT_NE(text.find("NCCL WARN first line of the process"), std::string::npos) << text;
   EXPECT_NE(text.find(conf + ":2: ignoring line without '='"), std::string::npos) << text;
 }
