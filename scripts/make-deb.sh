@@ -30,6 +30,9 @@ else
 fi
 rm -f "$out"/railnet_"$version"_*.deb "$out"/railnet-dbgsym_"$version"_*.deb \
       "$out"/railnet_"$version"_*.changes "$out"/railnet_"$version"_*.buildinfo
+# the package is built as Debian builds it: not sanitized, in the copy's own build/, even
+# when make test SANITIZE=... (test/pkg/tier.sh) runs this
+unset SANITIZE BUILD
 echo "== dpkg-buildpackage -b in $src (log: $out/build.log)"
 if ! (cd "$src" && dpkg-buildpackage -b -us -uc) >"$out/build.log" 2>&1; then
   tail -n 40 "$out/build.log"
