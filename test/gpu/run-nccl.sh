@@ -151,6 +151,11 @@ nccl_pair() {
   env "${envs[@]}" NCCL_HOSTID="railnet-gpu-test-1" timeout "$t" "$prog" 1 "$idf" 1048576 "$gpu" \
     >"$logs/$transport.rank1.log" 2>&1
   rc1=$?
+  if [ "$rc1" -ne 0 ]; then
+    # rank 0 may be waiting for a peer that is gone: give it 15 s to end, then end it
+    for _ in $(seq 15); do kill -0 "$p0" 2>/dev/null || break; sleep 1; done
+    kill "$p0" 2>/dev/null
+  fi
   wait "$p0"
   rc0=$?
   rm -f "$idf" "$idf.tmp"
