@@ -33,9 +33,11 @@ fail() {
 }
 # show the end of a log under a FAIL line
 tail_log() { [ -f "$1" ] && tail -n "${2:-15}" "$1" | sed 's/^/    /'; }
-# seconds for the next step: at most $1, and what is left of the budget
+# seconds for the next step: at most $1, and what is left of the budget (at least 1:
+# `timeout 0` would mean no limit at all)
 limit() {
   local left=$((budget - ($(date +%s) - start) - 5))
+  [ "$left" -lt 1 ] && left=1
   [ "$left" -lt "$1" ] && { echo "$left"; return; }
   echo "$1"
 }
