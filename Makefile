@@ -160,16 +160,47 @@ deps-test:
 	@SOFTROCE=$(SOFTROCE) scripts/deps.sh test
 
 # ---------------------------------------------------------------- install
-install: lib tools examples
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/railnet_net \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(PLUGIN) $(SHARED) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libnccl-net-railnet.so $(DESTDIR)$(PREFIX)/lib/libnccl-net.so
+# INSTALL_LIBDIR: where the libraries, the plugin and railnet.pc go (the Debian package
+# gives /usr/lib/<multiarch>, a directory the dynamic loader searches, as NCCL's dlopen of
+# the plugin by its bare name needs). MANDIR: the man pages (make man).
+INSTALL_LIBDIR ?= $(PREFIX)/lib
+MANDIR ?= $(PREFIX)/share/man
+install: lib tools examples man
+	install -d $(DESTDIR)$(INSTALL_LIBDIR) $(DESTDIR)$(PREFIX)/include/railnet_net \
+	  $(DESTDIR)$(INSTALL_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(PLUGIN) $(SHARED) $(DESTDIR)$(INSTALL_LIBDIR)/
+	install -m 0644 $(STATIC) $(DESTDIR)$(INSTALL_LIBDIR)/
+	ln -sf libnccl-net-railnet.so $(DESTDIR)$(INSTALL_LIBDIR)/libnccl-net.so
 	install -m 0644 include/railnet.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 ext-net/include/railnet_net/*.h $(DESTDIR)$(PREFIX)/include/railnet_net/
 	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' railnet.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/railnet.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(INSTALL_LIBDIR)|' railnet.pc.in > $(DESTDIR)$(INSTALL_LIBDIR)/pkgconfig/railnet.pc
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 0644 $(filter %.1,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(filter %.7,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man7/
+
+# ---------------------------------------------------------------- man pages, Debian package
+# make man: $(BUILD)/man/* from man/*.in. railnet(7)'s ENVIRONMENT section is made from the
+# param tables (railnet-diag --params --json | man-params), so it lists what the code
+# declares. The pages' date is the last commit's (SOURCE_DATE_EPOCH, as reproducible builds
+# set it), else today.
+MANPAGES := $(patsubst man/%.in,$(BUILD)/man/%,$(wildcard man/*.in))
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+.PHONY: man deb
+man: $(MANPAGES)
+$(BUILD)/man/man-params: man/man-params.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+$(BUILD)/man/%: man/%.in $(BUILD)/man/man-params $(BUILD)/bin/railnet-diag
+	env -u NCCL_DEBUG -u NCCL_DEBUG_FILE $(BUILD)/bin/railnet-diag --params --json \
+	  | SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BUILD)/man/man-params $< >$@.tmp
+	mv $@.tmp $@
+
+# make deb: the Debian binary package, built by dpkg-buildpackage from debian/ in a copy of
+# this tree ($(BUILD)/deb/railnet-VERSION; the .deb lands in $(BUILD)/deb), then lintian.
+deb:
+	@scripts/deps.sh deb
+	scripts/make-deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf $(BUILD)/obj $(BUILD)/lib $(BUILD)/bin $(BUILD)/test

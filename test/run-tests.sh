@@ -141,6 +141,21 @@ else
   fi
 fi
 
+# 7. pkg: the man pages, test/gpu/run-nccl.sh on a host without a GPU, and (root) the
+#    Debian package built, installed, used and purged (test/pkg/tier.sh)
+if [ -x test/pkg/tier.sh ]; then
+  out="$LOGDIR/pkg.counts"
+  rm -f "$out"
+  BUILD="$BUILD" test/pkg/tier.sh --counts-file "$out"
+  if [ -f "$out" ]; then
+    read -r p f s <"$out"
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+  else
+    echo "pkg tier ended without results: counted as 1 failure"
+    FAILED=$((FAILED + 1))
+  fi
+fi
+
 # The fault matrix of this run: one row per case of the netns (Socket) and soft-RoCE (IB,
 # and Socket under netem in the VM) tiers.
 rows=$(cat "$LOGDIR/netns.log" "$LOGDIR"/softroce/*.log 2>/dev/null | grep '^FAULT-MATRIX' | sed 's/^FAULT-MATRIX //')
