@@ -240,6 +240,19 @@ TEST(RailnetDiag, InterfacesFollowNcclSocketIfname) {
   ASSERT_EQ(l.size(), 1u) << r.out;
   EXPECT_TRUE(has(l[0], "Fix: ")) << l[0];
   EXPECT_TRUE(has(r.out, "ip_local_port_range = ")) << r.out;
+
+  // Set but naming no interface: ignored with a warning, the automatic chain decides.
+  for (const char* spec : {"", "=", "^", ",", "^=", " , "}) {
+    r = sh("SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " NCCL_SOCKET_IFNAME='" + spec + "' " + diag());
+    auto w = linesWith(r.out, std::string("WARNING: NCCL_SOCKET_IFNAME=\"") + spec +
+                                  "\" (environment) names no interface: it is ignored and the automatic choice is used");
+    ASSERT_EQ(w.size(), 1u) << "[" << spec << "]\n" << r.out;
+    EXPECT_TRUE(has(w[0], "Fix: name the interfaces (e.g. NCCL_SOCKET_IFNAME=eth0 or =eth0,eth1) or unset")) << w[0];
+    EXPECT_TRUE(has(r.out, "automatic chain: ib* >")) << r.out;
+    EXPECT_FALSE(has(r.out, "bypasses the automatic chain")) << r.out;
+  }
+  r = sh("SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " NCCL_SOCKET_IFNAME=e " + diag());
+  EXPECT_FALSE(has(r.out, "names no interface")) << r.out;  // one character: NCCL's own "too short" rule
 }
 
 TEST(RailnetDiag, JsonHoldsTheSameFacts) {
