@@ -42,7 +42,8 @@ STATIC := $(LIBDIR)/librailnet.a
 SHARED := $(LIBDIR)/librailnet.so
 
 # Tools: railnet-demo is one file; railnet-diag and railnet-perf are made of the files of
-# tools/diag/ and tools/perf/, each with tools/common/ (helpers both share).
+# tools/diag/ and tools/perf/; all three link tools/common/ (the --json writer, the
+# command-line conventions).
 TOOLS := $(BUILD)/bin/railnet-demo $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf
 
 TOOL_COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/common/*.c))
@@ -76,10 +77,11 @@ $(PLUGIN): $(LIB_OBJS) $(PLUGIN_OBJS) ext-net/plugin.map
 tools: $(TOOLS)
 $(BUILD)/obj/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
-$(BUILD)/bin/railnet-demo: tools/railnet-demo.c $(STATIC)
+	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) -c $< -o $@
+$(BUILD)/bin/railnet-demo: tools/railnet-demo.c $(TOOL_COMMON_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) \
+	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
 $(BUILD)/bin/railnet-diag: $(DIAG_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)
 $(BUILD)/bin/railnet-perf: $(PERF_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)
 $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf:

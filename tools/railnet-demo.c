@@ -2,7 +2,7 @@
  * railnet-demo: load a net plugin the way NCCL does, print what it found, and move
  * data through it between a listening and a connecting comm in this process.
  *
- *   railnet-demo [--size BYTES] [--iters N]
+ *   railnet-demo [--size BYTES] [--iters N] [--help] [--version]
  * The plugin is NCCL_NET_PLUGIN's library (default "railnet": libnccl-net-railnet.so,
  * found through LD_LIBRARY_PATH as NCCL finds it).
  */
@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <railnet_net/net.h>
+#include "cli.h"
 #include "launch.h"
 #include "param.h"
 
@@ -111,20 +112,51 @@ static int moveData(ncclNet_v12_t* net, void* ctx, int dev, size_t size, int ite
   return 0;
 }
 
+#define TOOL "railnet-demo"
+
+static void usage(void) {
+  printf("usage: railnet-demo [--size BYTES] [--iters N] [--help] [--version]\n"
+         "Loads NCCL_NET_PLUGIN's library (default railnet -> libnccl-net-railnet.so) as NCCL\n"
+         "does, lists its devices and moves data through device 0 within this process.\n"
+         "\n"
+         "  --size BYTES  bytes per message (default 1048576)\n"
+         "  --iters N     messages (default 16)\n"
+         "  -h, --help    this text\n"
+         "  --version     the version (railnet-demo VERSION)\n"
+         "\n"
+         "NCCL_DEBUG=INFO shows the plugin's INFO lines.\n"
+         "Exit status: 0 the data arrived, 1 a failure, 2 a usage error.\n");
+}
+
+/* The options into *size and *iters; returns -1 to go on, else the exit status. */
+static int parseOptions(int argc, char** argv, size_t* size, int* iters) {
+  enum { OPT_SIZE = 256, OPT_ITERS, OPT_VERSION };
+  static const struct option longOptions[] = {
+      {"size", required_argument, NULL, OPT_SIZE},
+      {"iters", required_argument, NULL, OPT_ITERS},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, OPT_VERSION},
+      {NULL, 0, NULL, 0},
+  };
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", longOptions, NULL)) != -1) {
+    switch (c) {
+      case OPT_SIZE: *size = strtoull(optarg, NULL, 0); break;
+      case OPT_ITERS: *iters = atoi(optarg); break;
+      case 'h': usage(); return 0;
+      case OPT_VERSION: return cliVersion(TOOL);
+      default: return cliOptionError(TOOL, c, argv);
+    }
+  }
+  return cliNoOperands(TOOL, argc, argv);
+}
+
 int main(int argc, char** argv) {
   size_t size = 1 << 20;
   int iters = 16;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = strtoull(argv[++i], NULL, 0);
-    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
-    else {
-      printf("usage: %s [--size BYTES] [--iters N]\n"
-             "Loads NCCL_NET_PLUGIN's library (default railnet -> libnccl-net-railnet.so) as NCCL\n"
-             "does, lists its devices and moves data through device 0 within this process.\n"
-             "NCCL_DEBUG=INFO shows the plugin's INFO lines.\n", argv[0]);
-      return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-    }
-  }
+  int rc = parseOptions(argc, argv, &size, &iters);
+  if (rc >= 0) return rc;
   const char* dbg = railnetParamRaw("NCCL_DEBUG", NULL);
   verbose = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
   const char* plugin = railnetNetPluginName();
@@ -161,7 +193,7 @@ int main(int argc, char** argv) {
            p.maxComms, p.maxRecvs);
   }
   if (ndev == 0) return 1;
-  int rc = moveData(net, ctx, 0, size, iters);
+  rc = moveData(net, ctx, 0, size, iters);
   if (net->finalize) net->finalize(ctx);
   return rc;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <sstream>
 #include <vector>
+#include "json_check.h"
 #include "netns.h"
 #include "plugin_loader.h"
 #include "perf_json.h"
@@ -42,6 +43,8 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
   EXPECT_FALSE(has(lineStarting(r.out, "  eth0 "), "selected")) << r.out;
 
   r = a.exec(env + buildTool("railnet-diag") + " --json");
+  EXPECT_EQ(jsonProblem(r.out), "") << r.out;
+  EXPECT_EQ(pythonOnJson(r.out, "print(d[\"interfaces\"][\"selected\"][0][\"name\"])"), "ib0\n") << r.out;
   EXPECT_TRUE(has(r.out, "\"selected\":[{\"name\":\"ib0\",\"address\":\"198.18.4.1\"}]")) << r.out;
   EXPECT_TRUE(has(r.out, "\"step\":\"ib* interfaces\"")) << r.out;
 
@@ -158,6 +161,9 @@ TEST(ToolsNetns, PerfThreeCommPairsJson) {
   EXPECT_TRUE(has(srv, "\"role\":\"receiver\"") &&
               has(srv, "\"dev\":0,\"device\":\"eth0\",\"recvs\":1,\"comms\":3,\"memory\":\"host\""))
       << srv;
+  EXPECT_EQ(jsonProblem(c.out), "") << c.out;
+  EXPECT_EQ(jsonProblem(srv), "") << srv;
+  EXPECT_EQ(pythonOnJson(c.out, "print(len(d[\"results\"]), d[\"device\"])"), "34 eth0\n") << c.out;
   std::vector<std::string> rows = jsonRows(c.out), received = jsonRows(srv);
   ASSERT_EQ(rows.size(), 2u * 17) << c.out;  // 16 B .. 1 MiB, bw and lat
   ASSERT_EQ(received.size(), rows.size()) << srv;

@@ -7,7 +7,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "json_check.h"
 #include "plugin_loader.h"
+#include "railnet.h"
 #include "test_util.h"
 
 namespace {
@@ -18,6 +20,15 @@ ToolRun sh(const std::string& cmd) {
   return shellRun(
       "unset NCCL_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_CONF_FILE NCCL_DEBUG NCCL_NET_PLUGIN "
       "NCCL_IB_ADDR_FAMILY NCCL_IB_ROCE_VERSION_NUM NCCL_IB_ADDR_RANGE SYSFS_PATH; " + cmd);
+}
+
+// The same with stdout in out and stderr in err, apart (for --json and usage errors).
+ToolRun shSplit(const std::string& cmd, std::string* err) {
+  TempDir d;
+  // Braces, not a subshell: dash drops the redirection of a subshell that is the last command.
+  ToolRun r = sh("{ { " + cmd + "; } 2>" + d.path() + "/err; }");
+  *err = readFile(d.path() + "/err");
+  return r;
 }
 
 // The lines of s that contain needle.
@@ -201,6 +212,19 @@ TEST(RailnetDiag, InterfacesFollowNcclSocketIfname) {
   ASSERT_EQ(l.size(), 1u) << r.out;
   EXPECT_TRUE(has(l[0], "Fix: ")) << l[0];
   EXPECT_TRUE(has(r.out, "ip_local_port_range = ")) << r.out;
+
+  // Set but naming no interface: ignored with a warning, the automatic chain decides.
+  for (const char* spec : {"", "=", "^", ",", "^=", " , "}) {
+    r = sh("SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " NCCL_SOCKET_IFNAME='" + spec + "' " + diag());
+    auto w = linesWith(r.out, std::string("WARNING: NCCL_SOCKET_IFNAME=\"") + spec +
+                                  "\" (environment) names no interface: it is ignored and the automatic choice is used");
+    ASSERT_EQ(w.size(), 1u) << "[" << spec << "]\n" << r.out;
+    EXPECT_TRUE(has(w[0], "Fix: name the interfaces (e.g. NCCL_SOCKET_IFNAME=eth0 or =eth0,eth1) or unset")) << w[0];
+    EXPECT_TRUE(has(r.out, "automatic chain: ib* >")) << r.out;
+    EXPECT_FALSE(has(r.out, "bypasses the automatic chain")) << r.out;
+  }
+  r = sh("SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " NCCL_SOCKET_IFNAME=e " + diag());
+  EXPECT_FALSE(has(r.out, "names no interface")) << r.out;  // one character: NCCL's own "too short" rule
 }
 
 TEST(RailnetDiag, JsonHoldsTheSameFacts) {
@@ -210,24 +234,8 @@ TEST(RailnetDiag, JsonHoldsTheSameFacts) {
   ToolRun r = sh(fs.env() + "NCCL_SOCKET_IFNAME==lo " + diag() + " --json");
   EXPECT_EQ(r.status, 1);
   ASSERT_FALSE(r.out.empty());
-  EXPECT_EQ(r.out.front(), '{') << r.out;
   EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << r.out;
-  int depth = 0;
-  bool inStr = false;
-  for (size_t i = 0; i < r.out.size(); i++) {
-    char c = r.out[i];
-    if (inStr) {
-      if (c == '\\') i++;
-      else if (c == '"') inStr = false;
-    } else if (c == '"') {
-      inStr = true;
-    } else if (c == '{' || c == '[') {
-      depth++;
-    } else if (c == '}' || c == ']') {
-      EXPECT_GE(--depth, 0);
-    }
-  }
-  EXPECT_EQ(depth, 0);
+  EXPECT_EQ(jsonProblem(r.out), "") << r.out;
   EXPECT_TRUE(has(r.out, "\"chosen\":3")) << r.out;
   EXPECT_TRUE(has(r.out, "\"step\":\"NCCL_SOCKET_IFNAME\"")) << r.out;
   EXPECT_TRUE(has(r.out, "link downshift")) << r.out;
@@ -348,6 +356,87 @@ TEST(RailnetPerf, RolesFromLauncherRank) {
   EXPECT_TRUE(has(r.out, "\"test\":\"bw\",\"bytes\":512,\"iterations\":5")) << r.out;
   EXPECT_TRUE(has(r.out, "\"test\":\"lat\",\"bytes\":512,\"iterations\":5")) << r.out;
   EXPECT_EQ(access((d.path() + "/h.0").c_str(), F_OK), 0);
+  EXPECT_EQ(jsonProblem(r.out), "") << r.out;  // the client's document
+  std::string srv = sh("cat " + d.path() + "/r0.out").out;
+  EXPECT_EQ(jsonProblem(srv), "") << srv;       // the server's
+  EXPECT_EQ(pythonOnJson(srv, "print(d[\"role\"], len(d[\"received\"]))"), "receiver 2\n") << srv;
+}
+
+// The usage-error shape and --version, the same in all three tools (tools/common/cli.h).
+struct ToolCase {
+  std::string name;
+  std::string missingValue;  // an option that takes a value, given last without one
+};
+const ToolCase kTools[] = {{"railnet-diag", "--watch"}, {"railnet-perf", "--port"}, {"railnet-demo", "--size"}};
+
+TEST(Tools, VersionOfEachTool) {
+  for (const ToolCase& t : kTools) {
+    std::string err;
+    ToolRun r = shSplit(buildTool(t.name) + " --version", &err);
+    EXPECT_EQ(r.status, 0) << t.name << r.out << err;
+    EXPECT_EQ(r.out, t.name + " " + railnetVersion() + "\n") << t.name;
+    EXPECT_EQ(err, "") << t.name;
+  }
+}
+
+TEST(Tools, UsageErrorsHaveOneShapeAndExit2) {
+  for (const ToolCase& t : kTools) {
+    std::string tool = buildTool(t.name), tryHelp = "Try '" + t.name + " --help'.\n";
+    const std::pair<std::string, std::string> cases[] = {
+        {" --bogus", "unknown option '--bogus'"},
+        {" -x", "unknown option '-x'"},
+        {" stray", "unexpected argument 'stray'"},
+        {" --version=3", "option '--version' takes no value"},
+        {" " + t.missingValue, "option '" + t.missingValue + "' needs a value"},
+    };
+    for (const auto& c : cases) {
+      std::string err;
+      ToolRun r = shSplit(tool + c.first, &err);
+      EXPECT_EQ(r.status, 2) << t.name << c.first;
+      EXPECT_EQ(r.out, "") << t.name << c.first;
+      EXPECT_EQ(err, t.name + ": " + c.second + "\n" + tryHelp) << t.name << c.first;
+    }
+    // --help is not an error: the usage text on stdout, exit 0.
+    std::string err;
+    ToolRun r = shSplit(tool + " --help", &err);
+    EXPECT_EQ(r.status, 0) << t.name;
+    EXPECT_TRUE(has(r.out, "usage: " + t.name) && has(r.out, "--version")) << r.out;
+    EXPECT_EQ(err, "") << t.name;
+  }
+  // A value the option does not take: the same shape, with what was wrong.
+  std::string err;
+  EXPECT_EQ(shSplit(diag() + " --watch 0", &err).status, 2);
+  EXPECT_EQ(err, "railnet-diag: --watch wants a positive number of seconds, not '0'\nTry 'railnet-diag --help'.\n");
+  EXPECT_EQ(shSplit(perf() + " --loopback --abi 7", &err).status, 2);
+  EXPECT_EQ(err, "railnet-perf: --abi takes 8 ... 12, not '7'\nTry 'railnet-perf --help'.\n");
+  EXPECT_EQ(shSplit(perf(), &err).status, 2);
+  EXPECT_EQ(err,
+            "railnet-perf: choose one of --server, --client HOST, --loopback (or run under mpirun/srun)\n"
+            "Try 'railnet-perf --help'.\n");
+}
+
+// Names with a quote and a backslash (a device in sysfs, a plugin path) stay valid JSON and
+// come back unchanged from the parser.
+TEST(Tools, JsonEscapesQuotesAndBackslashesInNames) {
+  FakeSysfs fs;
+  const std::string dev = "mlx5_\"q\\x";  // mlx5_"q\x
+  fs.roce(dev);
+  std::string err;
+  ToolRun r = shSplit(fs.env() + "NCCL_SOCKET_IFNAME==lo " + diag() + " --json", &err);
+  ASSERT_EQ(jsonProblem(r.out), "") << r.out;
+  EXPECT_EQ(pythonOnJson(r.out, "print(d[\"rdma\"][\"ports\"][0][\"device\"])"), dev + "\n") << r.out;
+  EXPECT_TRUE(has(r.out, "\"mlx5_\\\"q\\\\x\"")) << r.out;  // written as "mlx5_\"q\\x"
+
+  TempDir d;
+  std::string dir = d.path() + "/odd\"dir\\name";
+  ASSERT_EQ(sh("mkdir '" + dir + "' && ln -s " + buildLibDir() + "/libnccl-net-railnet.so '" + dir + "/'").status, 0);
+  std::string lib = dir + "/libnccl-net-railnet.so";
+  r = shSplit("NCCL_SOCKET_IFNAME=lo RAILNET_TRANSPORT=socket " + perf() + " --plugin '" + lib +
+                  "' --loopback -s 1K -n 5 --warmup 1 --timeout 30 --json",
+              &err);
+  EXPECT_EQ(r.status, 0) << r.out << err;
+  ASSERT_EQ(jsonProblem(r.out), "") << r.out;
+  EXPECT_EQ(pythonOnJson(r.out, "print(d[\"plugin\"])\nprint(len(d[\"results\"]))"), lib + "\n2\n") << r.out;
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
  *
  *   main.c        options, then the sections in order, then the findings report
  *   options.c     the command line and --help
- *   json.c        the --json writer
  *   report.c      text output, sections, findings and the closing summary
  *   sysfs.c       files under $SYSFS_PATH and /proc
  *   interfaces.c  interfaces and ncclFindInterfaces' choice
@@ -17,12 +16,15 @@
  *   gpudirect.c   GPUDirect RDMA
  *   memlock.c     RLIMIT_MEMLOCK
  *   params.c      the param table
+ * Shared with railnet-perf (tools/common/): json.h, the --json writer; cli.h, the
+ * command-line conventions (usage errors, --version).
  */
 #ifndef RAILNET_TOOLS_DIAG_H_
 #define RAILNET_TOOLS_DIAG_H_
 
 #include <limits.h>
 #include <stddef.h>
+#include "json.h"
 
 /* ---------------------------------------------------------------- options.c */
 typedef struct {
@@ -32,15 +34,6 @@ typedef struct {
 } diagOptions;
 /* Parses argv into o; returns -1 to go on, else the exit status (--help, usage error). */
 int diagParseOptions(int argc, char** argv, diagOptions* o);
-
-/* ---------------------------------------------------------------- json.c */
-extern int jsonMode;
-void jOpen(const char* key, char c);
-void jClose(char c);
-void jStr(const char* key, const char* val);
-void jInt(const char* key, long long v);
-void jNum(const char* key, double v);
-void jBool(const char* key, int v);
 
 /* ---------------------------------------------------------------- report.c */
 /* snprintf that truncates silently (long names are cut, never overflow). */

@@ -116,20 +116,32 @@ static void listSelected(const char* names, const union ncclSocketAddress* addrs
   jClose(']');
 }
 
+/* Does NCCL_SOCKET_IFNAME replace the automatic chain? Not when unset, one character long
+ * (NCCL ignores those), or naming no interface ("", "^", "=", ",", "^=", ...: railnet ignores
+ * those with a WARN, as railnetFindInterfaces does). */
+static int userListApplies(const char* user) {
+  return user && strlen(user) > 1 && !railnetIfListNamesNothing(user);
+}
+
 /* What the choice means: the chain or the override, and the problems with the result. */
 static void judgeChoice(ncclResult_t res, int n, railnetIfStep step, const char* user, railnetParamSource src,
                         const char* chosenText) {
-  if (user && strlen(user) > 1)
+  if (userListApplies(user))
     text("  NCCL_SOCKET_IFNAME=%s (%s) bypasses the automatic chain\n", user, railnetParamSourceName(src));
   else
     text("  automatic chain: ib* > subnet of NCCL_COMM_ID > any but docker*,lo,virbr* > docker* > lo > virbr*\n");
+  if (railnetIfListNamesNothing(user))
+    WARNING("name the interfaces (e.g. NCCL_SOCKET_IFNAME=eth0 or =eth0,eth1) or unset NCCL_SOCKET_IFNAME",
+            "NCCL_SOCKET_IFNAME=\"%s\" (%s) names no interface: it is ignored and the automatic choice is used "
+            "instead (%s)",
+            user, railnetParamSourceName(src), n > 0 ? chosenText : "nothing");
   if (res != ncclSuccess) {
     PROBLEM("fix the syntax: comma-separated prefixes, '=' for exact names, '^' to exclude (e.g. =eth0,eth1)",
             "NCCL_SOCKET_IFNAME=%s cannot be parsed", user ? user : "");
     return;
   }
   if (n == 0) {
-    if (user && strlen(user) > 1)
+    if (userListApplies(user))
       PROBLEM("set NCCL_SOCKET_IFNAME to an interface listed above as 'up, running' with an address",
               "NCCL_SOCKET_IFNAME=%s (%s) selects no interface that is up and running with an address: NCCL init "
               "fails with 'no socket interface found'",
@@ -163,7 +175,7 @@ void sectionInterfaces(void) {
   railnetParamSource src;
   const char* user = railnetParamRaw("NCCL_SOCKET_IFNAME", &src);
   railnetIfList userList;
-  int userOk = user && strlen(user) > 1 && railnetIfListParse(user, 0, &userList) == ncclSuccess;
+  int userOk = userListApplies(user) && railnetIfListParse(user, 0, &userList) == ncclSuccess;
 
   if (listInterfaces(names, n, user, userOk ? &userList : NULL) != 0) return;
 

@@ -1,12 +1,16 @@
-/* railnet-diag's command line: [--json] [--params] [--watch SECONDS] [--help]. */
+/* railnet-diag's command line: [--json] [--params] [--watch SECONDS] [--help] [--version],
+ * parsed with getopt_long (tools/common/cli.h: usage errors, --version). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include "cli.h"
 #include "diag.h"
+
+#define TOOL "railnet-diag"
 
 static void usage(FILE* f) {
   fprintf(f,
-          "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help]\n"
+          "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help] [--version]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
           "Read-only; no root needed.\n"
           "\n"
@@ -19,7 +23,8 @@ static void usage(FILE* f) {
           "  --watch SECONDS  only the port error counters: sample them every second for SECONDS\n"
           "                   and print their growth (run it while a job runs)\n"
           "  --json           the same facts as one JSON object on stdout\n"
-          "  --help           this text\n"
+          "  -h, --help       this text\n"
+          "  --version        the version (railnet-diag VERSION)\n"
           "\n"
           "Environment: SYSFS_PATH (default /sys) is where sysfs is read; NCCL_* variables and the\n"
           "conf files (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf) as railnet reads them.\n"
@@ -27,28 +32,40 @@ static void usage(FILE* f) {
           "Exit status: 0 nothing wrong (warnings allowed), 1 a problem was found, 2 usage error.\n");
 }
 
+/* Long options without a short form take values from 256 on. Add an option here with its
+ * case in diagParseOptions and its line in usage(). */
+enum { OPT_JSON = 256, OPT_PARAMS, OPT_WATCH, OPT_VERSION };
+static const struct option longOptions[] = {
+    {"json", no_argument, NULL, OPT_JSON},
+    {"params", no_argument, NULL, OPT_PARAMS},
+    {"watch", required_argument, NULL, OPT_WATCH},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
 int diagParseOptions(int argc, char** argv, diagOptions* o) {
   o->json = 0;
   o->params = 0;
   o->watch = -1;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) o->json = 1;
-    else if (!strcmp(argv[i], "--params")) o->params = 1;
-    else if (!strcmp(argv[i], "--watch") && i + 1 < argc) {
-      char* end;
-      o->watch = (int)strtol(argv[++i], &end, 10);
-      if (*end || o->watch <= 0) {
-        fprintf(stderr, "railnet-diag: --watch wants a positive number of seconds, not '%s'\n", argv[i]);
-        return 2;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", longOptions, NULL)) != -1) {
+    switch (c) {
+      case OPT_JSON: o->json = 1; break;
+      case OPT_PARAMS: o->params = 1; break;
+      case OPT_WATCH: {
+        char* end;
+        long v = strtol(optarg, &end, 10);
+        if (end == optarg || *end || v <= 0 || v > INT_MAX)
+          return cliUsageError(TOOL, "--watch wants a positive number of seconds, not '%s'", optarg);
+        o->watch = (int)v;
+        break;
       }
-    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "railnet-diag: unknown option '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
+      case 'h': usage(stdout); return 0;
+      case OPT_VERSION: return cliVersion(TOOL);
+      default: return cliOptionError(TOOL, c, argv);
     }
   }
-  return -1;
+  return cliNoOperands(TOOL, argc, argv);
 }

@@ -1,8 +1,12 @@
-/* railnet-perf's command line (run with --help for every option), the sizes of the sweep,
- * and the role from a launcher's rank variables when no role is given. */
+/* railnet-perf's command line (run with --help for every option; getopt_long, usage errors
+ * and --version as tools/common/cli.h says), the sizes of the sweep, and the role from a
+ * launcher's rank variables when no role is given. */
 #include <stdlib.h>
-#include <string.h>
+#include "cli.h"
+#include "json.h"
 #include "perf.h"
+
+#define TOOL "railnet-perf"
 
 perfOptions opt = {NULL, 0, 0, 0, NULL, 18515, NULL, 65536, 65536, 1000, 20, 16, 1, 1, 0, 0, 60, 0, 0, 1, 1, -1};
 
@@ -41,6 +45,7 @@ static void usage(FILE* f) {
           "                      show a progress line on stderr\n"
           "  -v, --verbose       the plugin's INFO lines on stderr\n"
           "  -h, --help          this text\n"
+          "  --version           the version (railnet-perf VERSION)\n"
           "\n"
           "The client sends its settings (sizes, iterations, --window, --recvs, --comms, --use-cuda) to the\n"
           "server, so the server needs only --plugin/--dev/--port (and --use-cuda=GPU to pick its own GPU).\n"
@@ -58,76 +63,117 @@ static void usage(FILE* f) {
 static size_t parseSize(const char* s) {
   char* end;
   double v = strtod(s, &end);
-  if (end == s || v < 0) dieWith(2, "bad size '%s'", s);
+  if (end == s || v < 0) cliUsageExit(TOOL, "bad size '%s'", s);
   if (*end == 'k' || *end == 'K') v *= 1024;
   else if (*end == 'm' || *end == 'M') v *= 1048576;
   else if (*end == 'g' || *end == 'G') v *= 1073741824.0;
   return (size_t)v;
 }
 
+/* Long options without a short form take values from 256 on. */
+enum {
+  OPT_SERVER = 256, OPT_CLIENT, OPT_LOOPBACK, OPT_PLUGIN, OPT_DEV, OPT_ABI, OPT_PORT, OPT_PEER, OPT_HANDLE_FILE,
+  OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_WARMUP, OPT_WINDOW, OPT_RECVS, OPT_COMMS, OPT_USE_CUDA, OPT_BW, OPT_LAT,
+  OPT_JSON, OPT_CSV, OPT_TIMEOUT, OPT_VERSION
+};
+static const struct option longOptions[] = {
+    {"server", no_argument, NULL, OPT_SERVER},
+    {"client", required_argument, NULL, OPT_CLIENT},
+    {"loopback", no_argument, NULL, OPT_LOOPBACK},
+    {"plugin", required_argument, NULL, OPT_PLUGIN},
+    {"dev", required_argument, NULL, OPT_DEV},
+    {"abi", required_argument, NULL, OPT_ABI},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"peer", required_argument, NULL, OPT_PEER},
+    {"handle-file", required_argument, NULL, OPT_HANDLE_FILE},
+    {"all", no_argument, NULL, 'a'},
+    {"size", required_argument, NULL, 's'},
+    {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+    {"iters", required_argument, NULL, 'n'},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"recvs", required_argument, NULL, OPT_RECVS},
+    {"comms", required_argument, NULL, OPT_COMMS},
+    {"use-cuda", optional_argument, NULL, OPT_USE_CUDA},
+    {"bw", no_argument, NULL, OPT_BW},
+    {"lat", no_argument, NULL, OPT_LAT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
 /* The options into opt, and those of the sweep and the launcher's peer into the rest;
- * returns -1 to go on, 0 after --help. */
+ * returns -1 to go on, 0 after --help or --version, 2 on a usage error. */
 static int parseArgs(int argc, char** argv, int* all, const char** peer, size_t* sweepMin, size_t* sweepMax) {
-  for (int i = 1; i < argc; i++) {
-    const char* a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDV() \
-  do { if (v == NULL) dieWith(2, "%s needs a value", a); i++; } while (0)
-    if (!strcmp(a, "--server")) opt.server = 1;
-    else if (!strcmp(a, "--client")) { NEEDV(); opt.client = v; }
-    else if (!strcmp(a, "--loopback")) opt.loopback = 1;
-    else if (!strcmp(a, "--plugin")) { NEEDV(); opt.plugin = v; }
-    else if (!strcmp(a, "--dev")) { NEEDV(); opt.dev = atoi(v); }
-    else if (!strcmp(a, "--abi")) {
-      NEEDV();
-      opt.abi = atoi(v);
-      if (opt.abi < 8 || opt.abi > 12) dieWith(2, "--abi takes 8 ... 12, not '%s'", v);
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":as:n:vh", longOptions, NULL)) != -1) {
+    const char* v = optarg;
+    switch (c) {
+      case OPT_SERVER: opt.server = 1; break;
+      case OPT_CLIENT: opt.client = v; break;
+      case OPT_LOOPBACK: opt.loopback = 1; break;
+      case OPT_PLUGIN: opt.plugin = v; break;
+      case OPT_DEV: opt.dev = atoi(v); break;
+      case OPT_ABI:
+        opt.abi = atoi(v);
+        if (opt.abi < 8 || opt.abi > 12) return cliUsageError(TOOL, "--abi takes 8 ... 12, not '%s'", v);
+        break;
+      case OPT_PORT: opt.port = atoi(v); break;
+      case OPT_PEER: *peer = v; break;
+      case OPT_HANDLE_FILE: opt.handleFile = v; break;
+      case 'a': *all = 1; break;
+      case 's': opt.minSize = opt.maxSize = parseSize(v); break;
+      case OPT_MIN_SIZE: *sweepMin = parseSize(v); break;
+      case OPT_MAX_SIZE: *sweepMax = parseSize(v); break;
+      case 'n': opt.iters = atoi(v); break;
+      case OPT_WARMUP: opt.warmup = atoi(v); break;
+      case OPT_WINDOW: opt.window = atoi(v); break;
+      case OPT_RECVS:
+        opt.recvs = atoi(v);
+        if (opt.recvs < 1 || opt.recvs > MAX_RECVS)
+          return cliUsageError(TOOL, "--recvs takes 1 ... %d, not '%s'", MAX_RECVS, v);
+        break;
+      case OPT_COMMS:
+        opt.comms = atoi(v);
+        if (opt.comms < 1 || opt.comms > MAX_COMMS)
+          return cliUsageError(TOOL, "--comms takes 1 ... %d, not '%s'", MAX_COMMS, v);
+        break;
+      case OPT_USE_CUDA:
+        if (v == NULL) {
+          opt.cuda = 0;
+        } else {
+          char* end;
+          long g = strtol(v, &end, 10);
+          if (end == v || *end || g < 0 || g > 1024)
+            return cliUsageError(TOOL, "--use-cuda=GPU takes a GPU index, not '%s'", v);
+          opt.cuda = (int)g;
+        }
+        break;
+      case OPT_BW: opt.lat = 0; break;
+      case OPT_LAT: opt.bw = 0; break;
+      case OPT_JSON: opt.json = 1; break;
+      case OPT_CSV: opt.csv = 1; break;
+      case OPT_TIMEOUT: opt.timeoutSec = atoi(v); break;
+      case 'v': opt.verbose = 1; break;
+      case 'h': usage(stdout); return 0;
+      case OPT_VERSION: return cliVersion(TOOL);
+      default: return cliOptionError(TOOL, c, argv);
     }
-    else if (!strcmp(a, "--port")) { NEEDV(); opt.port = atoi(v); }
-    else if (!strcmp(a, "--peer")) { NEEDV(); *peer = v; }
-    else if (!strcmp(a, "--handle-file")) { NEEDV(); opt.handleFile = v; }
-    else if (!strcmp(a, "-a") || !strcmp(a, "--all")) *all = 1;
-    else if (!strcmp(a, "-s") || !strcmp(a, "--size")) { NEEDV(); opt.minSize = opt.maxSize = parseSize(v); }
-    else if (!strcmp(a, "--min-size")) { NEEDV(); *sweepMin = parseSize(v); }
-    else if (!strcmp(a, "--max-size")) { NEEDV(); *sweepMax = parseSize(v); }
-    else if (!strcmp(a, "-n") || !strcmp(a, "--iters")) { NEEDV(); opt.iters = atoi(v); }
-    else if (!strcmp(a, "--warmup")) { NEEDV(); opt.warmup = atoi(v); }
-    else if (!strcmp(a, "--window")) { NEEDV(); opt.window = atoi(v); }
-    else if (!strcmp(a, "--recvs")) {
-      NEEDV();
-      opt.recvs = atoi(v);
-      if (opt.recvs < 1 || opt.recvs > MAX_RECVS) dieWith(2, "--recvs takes 1 ... %d, not '%s'", MAX_RECVS, v);
-    }
-    else if (!strcmp(a, "--comms")) {
-      NEEDV();
-      opt.comms = atoi(v);
-      if (opt.comms < 1 || opt.comms > MAX_COMMS) dieWith(2, "--comms takes 1 ... %d, not '%s'", MAX_COMMS, v);
-    }
-    else if (!strcmp(a, "--use-cuda")) opt.cuda = 0;
-    else if (!strncmp(a, "--use-cuda=", 11)) {
-      char* end;
-      long g = strtol(a + 11, &end, 10);
-      if (end == a + 11 || *end || g < 0 || g > 1024) dieWith(2, "--use-cuda=GPU takes a GPU index, not '%s'", a + 11);
-      opt.cuda = (int)g;
-    }
-    else if (!strcmp(a, "--bw")) opt.lat = 0;
-    else if (!strcmp(a, "--lat")) opt.bw = 0;
-    else if (!strcmp(a, "--json")) opt.json = 1;
-    else if (!strcmp(a, "--csv")) opt.csv = 1;
-    else if (!strcmp(a, "--timeout")) { NEEDV(); opt.timeoutSec = atoi(v); }
-    else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) opt.verbose = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    else { usage(stderr); dieWith(2, "unknown option '%s'", a); }
   }
-#undef NEEDV
-  return -1;
+  return cliNoOperands(TOOL, argc, argv);
 }
 
 /* -s alone, or with -a the powers of two from sweepMin to sweepMax; returns the count. */
 static int sweepSizes(int all, size_t sweepMin, size_t sweepMax, size_t* sizes) {
   int n = 0;
   if (all) {
-    if (sweepMin < 1 || sweepMin > sweepMax) dieWith(2, "--min-size must be >= 1 and <= --max-size");
+    if (sweepMin < 1 || sweepMin > sweepMax) cliUsageExit(TOOL, "--min-size must be >= 1 and <= --max-size");
     for (size_t s = sweepMin; s <= sweepMax && n < MAX_SIZES; s *= 2) sizes[n++] = s;
   } else {
     sizes[n++] = opt.minSize;
@@ -143,7 +189,8 @@ static void roleFromRank(const char* peer) {
     opt.port += rank / 2;
     if (rank % 2 == 0) opt.server = 1;
     else if (peer) opt.client = peer;
-    else if (!opt.handleFile) dieWith(2, "rank %d is a client: give --peer HOST (its server's host) or --handle-file", rank);
+    else if (!opt.handleFile)
+      cliUsageExit(TOOL, "rank %d is a client: give --peer HOST (its server's host) or --handle-file", rank);
     if (opt.handleFile) {
       static char path[600];
       snprintf(path, sizeof(path), "%s.%d", opt.handleFile, rank / 2);
@@ -159,15 +206,14 @@ int perfParseOptions(int argc, char** argv, size_t* sizes, int* nSizes) {
   size_t sweepMin = 2, sweepMax = 8388608;
   int rc = parseArgs(argc, argv, &all, &peer, &sweepMin, &sweepMax);
   if (rc >= 0) return rc;
+  jsonMode = opt.json;
   if (opt.iters <= 0 || opt.warmup < 0 || opt.window <= 0 || opt.timeoutSec <= 0)
-    dieWith(2, "iterations, window and timeout must be positive");
-  if (!opt.bw && !opt.lat) dieWith(2, "--bw and --lat exclude each other; give neither to run both");
+    cliUsageExit(TOOL, "iterations, window and timeout must be positive");
+  if (!opt.bw && !opt.lat) cliUsageExit(TOOL, "--bw and --lat exclude each other; give neither to run both");
   if (opt.window > NCCL_NET_MAX_REQUESTS) opt.window = NCCL_NET_MAX_REQUESTS;
   *nSizes = sweepSizes(all, sweepMin, sweepMax, sizes);
   roleFromRank(peer);
-  if (opt.server + (opt.client != NULL) + opt.loopback != 1) {
-    usage(stderr);
-    dieWith(2, "choose one of --server, --client HOST, --loopback (or run under mpirun/srun)");
-  }
+  if (opt.server + (opt.client != NULL) + opt.loopback != 1)
+    cliUsageExit(TOOL, "choose one of --server, --client HOST, --loopback (or run under mpirun/srun)");
   return -1;
 }

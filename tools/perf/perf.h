@@ -12,7 +12,7 @@
  *   latency.c    the latency test, both sides
  *   server.c     the receiver: settings from the client, then the sweep
  *   client.c     the sender: settings to the server, then the sweep
- *   report.c     the tables, --json and --csv
+ *   report.c     the tables, --json (tools/common/json.h) and --csv
  *   handle.c     the listen handle's way to the client: TCP or a file
  *   loopback.c   --loopback: the server in a child process
  */
@@ -53,7 +53,7 @@ typedef struct {
 } perfOptions;
 extern perfOptions opt;
 /* Parses argv into opt and the sizes of the sweep; returns -1 to go on, else the exit
- * status (0 after --help; usage errors exit 2 themselves). */
+ * status (0 after --help or --version, 2 after a usage error). */
 int perfParseOptions(int argc, char** argv, size_t* sizes, int* nSizes);
 
 /* ---------------------------------------------------------------- util.c */

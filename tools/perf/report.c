@@ -1,6 +1,8 @@
 /* railnet-perf's results: perftest's tables (ib_write_bw / ib_write_lat columns) on stdout,
- * or one JSON document, or CSV rows; the receiver's table of what it counted. */
+ * or one JSON document (through tools/common/json.h), or CSV rows; the receiver's table of
+ * what it counted. */
 #include <stdlib.h>
+#include "json.h"
 #include "perf.h"
 
 static const char* line = "---------------------------------------------------------------------------------------";
@@ -15,18 +17,31 @@ void bwHeader(void) {
   printf("%s\n %-10s %-13s %-18s %-20s %s\n", line, "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]",
          "MsgRate[Mpps]");
 }
-static int jsonRows;
+/* What the receiver counted for a row of the client's results. */
+static void ackJson(const perfAck* a) {
+  jInt("recv_messages", (long long)a->messages);
+  jInt("recv_buffers", (long long)a->buffers);
+  jInt("recv_bytes", (long long)a->bytes);
+  jStr("recv_check", a->ok ? "ok" : "wrong");
+}
+
 void bwRow(size_t size, int iters, double peak, double avg, double mpps, long long sent, const perfAck* a) {
   const char* check = a->ok ? "ok" : "wrong";
   if (opt.csv)
     printf("bw,%zu,%d,%.2f,%.2f,%.6f,%d,%d,%s,%lld,%lld,%lld,%lld,%s\n", size, iters, peak, avg, mpps, opt.recvs,
            opt.comms, memoryName(), sent, (long long)a->messages, (long long)a->buffers, (long long)a->bytes, check);
-  else if (opt.json)
-    printf("%s{\"test\":\"bw\",\"bytes\":%zu,\"iterations\":%d,\"bw_peak_MBps\":%.2f,\"bw_avg_MBps\":%.2f,"
-           "\"msg_rate_Mpps\":%.6f,\"bytes_sent\":%lld,\"recv_messages\":%lld,\"recv_buffers\":%lld,"
-           "\"recv_bytes\":%lld,\"recv_check\":\"%s\"}",
-           jsonRows++ ? ",\n " : "", size, iters, peak, avg, mpps, sent, (long long)a->messages,
-           (long long)a->buffers, (long long)a->bytes, check);
+  else if (opt.json) {
+    jOpen(NULL, '{');
+    jStr("test", "bw");
+    jInt("bytes", (long long)size);
+    jInt("iterations", iters);
+    jFixed("bw_peak_MBps", peak, 2);
+    jFixed("bw_avg_MBps", avg, 2);
+    jFixed("msg_rate_Mpps", mpps, 6);
+    jInt("bytes_sent", sent);
+    ackJson(a);
+    jClose('}');
+  }
   else printf(" %-10zu %-13d %-18.2f %-20.2f %.6f\n", size, iters, peak, avg, mpps);
   fflush(stdout);
 }
@@ -62,13 +77,20 @@ void latRow(size_t size, int iters, double* t, const perfAck* a) {
     printf("lat,%zu,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%s,%lld,%lld,%lld,%s\n", size, iters, t[0], t[iters - 1],
            t[iters / 2], avg, sd, p99, opt.recvs, opt.comms, memoryName(), (long long)a->messages,
            (long long)a->buffers, (long long)a->bytes, check);
-  else if (opt.json)
-    printf("%s{\"test\":\"lat\",\"bytes\":%zu,\"iterations\":%d,\"t_min_us\":%.2f,\"t_max_us\":%.2f,"
-           "\"t_typical_us\":%.2f,\"t_avg_us\":%.2f,\"t_stdev_us\":%.2f,\"t_99_us\":%.2f,\"recv_messages\":%lld,"
-           "\"recv_buffers\":%lld,\"recv_bytes\":%lld,\"recv_check\":\"%s\"}",
-           jsonRows++ ? ",\n " : "", size, iters, t[0], t[iters - 1], t[iters / 2], avg, sd, p99,
-           (long long)a->messages, (long long)a->buffers, (long long)a->bytes, check);
-  else
+  else if (opt.json) {
+    jOpen(NULL, '{');
+    jStr("test", "lat");
+    jInt("bytes", (long long)size);
+    jInt("iterations", iters);
+    jFixed("t_min_us", t[0], 2);
+    jFixed("t_max_us", t[iters - 1], 2);
+    jFixed("t_typical_us", t[iters / 2], 2);
+    jFixed("t_avg_us", avg, 2);
+    jFixed("t_stdev_us", sd, 2);
+    jFixed("t_99_us", p99, 2);
+    ackJson(a);
+    jClose('}');
+  } else
     printf(" %-10zu %-12d %-12.2f %-12.2f %-16.2f %-12.2f %-14.2f %.2f\n", size, iters, t[0], t[iters - 1], t[iters / 2],
            avg, sd, p99);
   fflush(stdout);
@@ -91,37 +113,63 @@ void printDevice(void) {
          net.path, net.version, opt.dev, p.name ? p.name : "?", p.speed, ndev);
 }
 
+/* The settings both documents start with. */
+static void settingsJson(const ends* e) {
+  jStr("plugin", net.path);
+  jStr("net", net.name);
+  jInt("abi", net.version);
+  jInt("dev", opt.dev);
+  jStr("device", deviceName());
+  jInt("recvs", e->recvs);
+  jInt("comms", e->n);
+  jStr("memory", memoryName());
+  jInt("gpu", cudaGpu());
+}
+
 void resultsBegin(const ends* e) {
-  if (opt.json)
-    printf("{\"plugin\":\"%s\",\"net\":\"%s\",\"abi\":%d,\"dev\":%d,\"device\":\"%s\",\"recvs\":%d,\"comms\":%d,"
-           "\"memory\":\"%s\",\"gpu\":%d,\"results\":[",
-           net.path, net.name, net.version, opt.dev, deviceName(), e->recvs, e->n, memoryName(), cudaGpu());
+  jOpen(NULL, '{');
+  settingsJson(e);
+  jOpenRows("results");
 }
 void resultsEnd(void) {
-  if (opt.json) printf("]}\n");
+  if (opt.json) {
+    jClose(']');
+    jClose('}');
+    putchar('\n');
+  }
   else if (!opt.csv) printf("%s\n", line);
   fflush(stdout);
 }
 
 void receivedBegin(const ends* e) {
-  if (opt.json)
-    printf("{\"role\":\"receiver\",\"plugin\":\"%s\",\"net\":\"%s\",\"abi\":%d,\"dev\":%d,\"device\":\"%s\","
-           "\"recvs\":%d,\"comms\":%d,\"memory\":\"%s\",\"gpu\":%d,\"received\":[",
-           net.path, net.name, net.version, opt.dev, deviceName(), e->recvs, e->n, memoryName(), cudaGpu());
-  else if (!opt.csv)
+  if (opt.json) {
+    jOpen(NULL, '{');
+    jStr("role", "receiver");
+    settingsJson(e);
+    jOpenRows("received");
+  } else if (!opt.csv)
     printf("%s\n receiver: %-10s %-12s %-16s %s\n", line, "#bytes", "#messages", "bytes received", "check");
 }
 void receivedRow(const char* test, size_t size, const tally* got, int ok) {
-  if (opt.json)
-    printf("%s{\"test\":\"%s\",\"bytes\":%zu,\"messages\":%lld,\"buffers\":%lld,\"bytes_received\":%lld,"
-           "\"check\":\"%s\"}",
-           jsonRows++ ? ",\n " : "", test, size, got->messages, got->buffers, got->bytes, ok ? "ok" : "wrong");
-  else if (opt.csv)
+  if (opt.json) {
+    jOpen(NULL, '{');
+    jStr("test", test);
+    jInt("bytes", (long long)size);
+    jInt("messages", got->messages);
+    jInt("buffers", got->buffers);
+    jInt("bytes_received", got->bytes);
+    jStr("check", ok ? "ok" : "wrong");
+    jClose('}');
+  } else if (opt.csv)
     printf("recv_%s,%zu,%lld,%lld,%s,%lld\n", test, size, got->messages, got->bytes, ok ? "ok" : "wrong", got->buffers);
   else
     printf(" receiver: %-10zu %-12lld %-16lld %s (%s)\n", size, got->messages, got->bytes, ok ? "ok" : "WRONG", test);
   fflush(stdout);
 }
 void receivedEnd(void) {
-  if (opt.json) printf("]}\n");
+  if (opt.json) {
+    jClose(']');
+    jClose('}');
+    putchar('\n');
+  }
 }
