@@ -22,6 +22,7 @@
 #include "core.h"
 #include "param.h"
 #include "socket.h"
+#include "conn_stage.h"
 #include "transport.h"
 #include "net_socket.h"
 
@@ -271,42 +272,25 @@ typedef struct {
 
 /* A connect in progress, found again by the handle NCCL passes on every call. */
 typedef struct connectState {
-  struct connectState* next;
-  const void* handle;
+  struct railnetConnStage link; /* link.state: which socket is being connected, 0..nSocks (nSocks = control) */
   socketComm* comm;
-  int stage;          /* which socket is being connected: 0..nSocks (nSocks = control) */
   int idxOffset;
   int connecting;
 } connectState;
 
+static void commFree(socketComm* c);
+
+static void connectStateDrop(struct railnetConnStage* s) {
+  connectState* st = (connectState*)s;
+  commFree(st->comm);
+  free(st);
+}
+
 /* Connect states live here, not in the handle, so a garbage handle can never be taken for one. */
-static pthread_mutex_t connectLock = PTHREAD_MUTEX_INITIALIZER;
-static connectState* connecting;
-
-static connectState* connectStateFind(const void* handle) {
-  pthread_mutex_lock(&connectLock);
-  connectState* s = connecting;
-  while (s && s->handle != handle) s = s->next;
-  pthread_mutex_unlock(&connectLock);
-  return s;
-}
-
-static void connectStateAdd(connectState* s, const void* handle) {
-  pthread_mutex_lock(&connectLock);
-  s->handle = handle;
-  s->next = connecting;
-  connecting = s;
-  pthread_mutex_unlock(&connectLock);
-}
+static struct railnetConnStages connectStates = RAILNET_CONN_STAGES_INIT("NET/Socket", connectStateDrop);
 
 static void connectStateRemove(connectState* s) {
-  pthread_mutex_lock(&connectLock);
-  for (connectState** p = &connecting; *p; p = &(*p)->next)
-    if (*p == s) {
-      *p = s->next;
-      break;
-    }
-  pthread_mutex_unlock(&connectLock);
+  railnetConnStageRemove(&connectStates, &s->link);
   free(s);
 }
 
@@ -529,26 +513,20 @@ static ncclResult_t socketListen(void* ctx, int dev, void* opaqueHandle, void** 
   memset(opaqueHandle, 0, NCCL_NET_HANDLE_MAXSIZE);
   socketListenComm* lc;
   NCCLCHECK(RAILNET_CALLOC(&lc, 1, "a socket listen comm"));
-  union ncclSocketAddress addr = devs[dev].addr;
-  if (addr.sa.sa_family == AF_INET) addr.sin.sin_port = 0;
-  else addr.sin6.sin6_port = 0;
-  ncclResult_t res;
-  NCCLCHECKGOTO(ncclSocketInit(&lc->sock, &addr, railnetSocketMagic(), ncclSocketTypeNetSocket, NULL, 1), res, fail);
-  NCCLCHECKGOTO(ncclSocketListen(&lc->sock), res, fail);
+  ncclResult_t res = railnetConnListen(&lc->sock, &devs[dev].addr, ncclSocketTypeNetSocket, &handle->addr);
+  if (res != ncclSuccess) {
+    free(lc);
+    return res;
+  }
   threadsAndSockets(dev, &lc->nThreads, &lc->nSocks);
   lc->dev = dev;
   handle->handleMagic = HANDLE_MAGIC;
   handle->socketMagic = railnetSocketMagic();
-  NCCLCHECKGOTO(ncclSocketGetAddr(&lc->sock, &handle->addr), res, fail);
   handle->nSocks = lc->nSocks;
   handle->nThreads = lc->nThreads;
   memcpy(opaqueHandle, handle, sizeof(*handle));
   *listenComm = lc;
   return ncclSuccess;
-fail:
-  ncclSocketClose(&lc->sock);
-  free(lc);
-  return res;
 }
 
 /* A handle is read from another process (or from anything the caller got): check it all.
@@ -558,12 +536,7 @@ ncclResult_t railnetSocketCheckHandle(const void* handle) {
   socketHandle copy;
   memcpy(&copy, handle, sizeof(copy));
   const socketHandle* h = &copy;
-  if (h->handleMagic != HANDLE_MAGIC) {
-    WARN("NET/Socket : connect handle is not a railnet Socket handle (magic 0x%016llx): truncated, corrupted, or from "
-         "another network plugin; make sure every rank uses the same NCCL_NET_PLUGIN and RAILNET_TRANSPORT",
-         (unsigned long long)h->handleMagic);
-    return ncclInvalidArgument;
-  }
+  NCCLCHECK(railnetConnCheckMagic("NET/Socket", "Socket", h->handleMagic, HANDLE_MAGIC));
   if (!railnetSocketAddrUsable(&h->addr, a) || h->nSocks < 0 || h->nSocks > MAX_SOCKETS || h->nThreads < 0 ||
       h->nThreads > MAX_THREADS || (h->nThreads == 0 && h->nSocks != 0) ||
       (h->nThreads > 0 && h->nSocks % h->nThreads != 0)) {
@@ -588,7 +561,7 @@ static ncclResult_t socketConnect(void* ctx, int dev, void* opaqueHandle, void**
   socketHandle hcopy; /* NCCL's handle may be unaligned: read it by value */
   memcpy(&hcopy, opaqueHandle, sizeof(hcopy));
   socketHandle* h = &hcopy;
-  connectState* st = connectStateFind(opaqueHandle);
+  connectState* st = (connectState*)railnetConnStageFind(&connectStates, opaqueHandle);
   ncclResult_t res = ncclSuccess;
   if (st == NULL) {
     NCCLCHECK(railnetSocketCheckHandle(opaqueHandle));
@@ -598,11 +571,11 @@ static ncclResult_t socketConnect(void* ctx, int dev, void* opaqueHandle, void**
       free(st);
       return res;
     }
-    connectStateAdd(st, opaqueHandle);
+    railnetConnStageAdd(&connectStates, &st->link, opaqueHandle, sizeof(socketHandle));
   }
   socketComm* c = st->comm;
-  while (st->stage <= c->nSocks) {
-    struct ncclSocket* s = st->stage == c->nSocks ? &c->ctrl : &c->socks[st->stage];
+  while (st->link.state <= c->nSocks) {
+    struct ncclSocket* s = st->link.state == c->nSocks ? &c->ctrl : &c->socks[st->link.state];
     if (!st->connecting) {
       NCCLCHECKGOTO(ncclSocketInit(s, &h->addr, h->socketMagic, ncclSocketTypeNetSocket, NULL, 1), res, fail);
       NCCLCHECKGOTO(ncclSocketConnect(s), res, fail);
@@ -612,16 +585,16 @@ static ncclResult_t socketConnect(void* ctx, int dev, void* opaqueHandle, void**
     int ready = 0;
     NCCLCHECKGOTO(ncclSocketReady(s, &ready), res, fail);
     if (!ready) return ncclSuccess;
-    int32_t idx = st->stage;
+    int32_t idx = st->link.state;
     int closed = 0;
     NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_SEND, s, &idx, sizeof(idx), &st->idxOffset, &closed), res, fail);
     if (closed) {
-      WARN("NET/Socket : listener closed the connection while connecting socket %d", st->stage);
+      WARN("NET/Socket : listener closed the connection while connecting socket %d", st->link.state);
       res = ncclRemoteError;
       goto fail;
     }
     if (st->idxOffset < (int)sizeof(idx)) return ncclSuccess;
-    st->stage++;
+    st->link.state++;
     st->connecting = 0;
   }
   NCCLCHECKGOTO(commStartThreads(c), res, fail);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common.h"
+#include "conn_stage.h"
 #include "gdr.h"
 #include "ibvwrap.h"
 #include "param.h"
@@ -428,65 +429,25 @@ enum ibStageState {
 };
 
 struct ncclIbCommStage {
-  const void* key;                     /* connector: the handle's address */
-  struct ncclIbHandle handle;          /* ... and what it held: a new handle at the same address is a new connect */
-  enum ibStageState state;
+  struct railnetConnStage link;        /* connector: in the registry, keyed by the handle; link.state: the step */
+  struct ncclIbHandle handle;          /* connector: what the handle held */
   int offset;
   int ready;
   struct ncclIbNetCommBase* comm;
   struct ncclIbConnectionMetadata local, remote;
-  struct ncclIbCommStage* next;
 };
 
-static pthread_mutex_t stageLock = PTHREAD_MUTEX_INITIALIZER;
-static struct ncclIbCommStage* connectStages;
-
-static void stageRemove(struct ncclIbCommStage* s);
 static void commFree(struct ncclIbNetCommBase* base);
 
-static struct ncclIbCommStage* stageFind(const void* key) {
-  pthread_mutex_lock(&stageLock);
-  struct ncclIbCommStage* s = connectStages;
-  while (s && s->key != key) s = s->next;
-  pthread_mutex_unlock(&stageLock);
-  if (s && memcmp(&s->handle, key, sizeof(s->handle)) != 0) {
-    /* a connect abandoned by its caller, and a new handle in the same place */
-    INFO(NCCL_NET, "NET/IB : dropping an abandoned connect (state %d) for a new handle at %p", s->state, key);
-    stageRemove(s);
-    commFree(s->comm);
-    free(s);
-    s = NULL;
-  }
-  return s;
+static void stageDrop(struct railnetConnStage* s) {
+  struct ncclIbCommStage* st = (struct ncclIbCommStage*)s;
+  commFree(st->comm);
+  free(st);
 }
 
-void railnetIbDropConnectStages(void) {
-  pthread_mutex_lock(&stageLock);
-  struct ncclIbCommStage* s = connectStages;
-  connectStages = NULL;
-  pthread_mutex_unlock(&stageLock);
-  while (s) {
-    struct ncclIbCommStage* n = s->next;
-    commFree(s->comm);
-    free(s);
-    s = n;
-  }
-}
-static void stageAdd(struct ncclIbCommStage* s) {
-  pthread_mutex_lock(&stageLock);
-  s->next = connectStages;
-  connectStages = s;
-  pthread_mutex_unlock(&stageLock);
-}
-static void stageRemove(struct ncclIbCommStage* s) {
-  pthread_mutex_lock(&stageLock);
-  for (struct ncclIbCommStage** p = &connectStages; *p; p = &(*p)->next)
-    if (*p == s) {
-      *p = s->next;
-      break;
-    }
-  pthread_mutex_unlock(&stageLock);
-}
+static struct railnetConnStages connectStages = RAILNET_CONN_STAGES_INIT("NET/IB", stageDrop);
+
+void railnetIbDropConnectStages(void) { railnetConnStageDropAll(&connectStages); }
 
 const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf) {
   return ncclSocketToString(&base->sock.addr, buf, 1);
@@ -775,31 +736,20 @@ ncclResult_t ncclIbListen(void* ctx, int dev, void* opaqueHandle, void** listenC
   NCCLCHECK(RAILNET_CALLOC(&lc, 1, "an IB listen comm"));
   lc->dev = dev;
   lc->sock.fd = -1;
-  ncclResult_t res;
-  union ncclSocketAddress addr = ncclIbIfAddr;
-  if (addr.sa.sa_family == AF_INET) addr.sin.sin_port = 0;
-  else addr.sin6.sin6_port = 0;
-  NCCLCHECKGOTO(ncclSocketInit(&lc->sock, &addr, railnetSocketMagic(), ncclSocketTypeNetIb, NULL, 1), res, fail);
-  NCCLCHECKGOTO(ncclSocketListen(&lc->sock), res, fail);
-  NCCLCHECKGOTO(ncclSocketGetAddr(&lc->sock, &handle->connectAddr), res, fail);
+  ncclResult_t res = railnetConnListen(&lc->sock, &ncclIbIfAddr, ncclSocketTypeNetIb, &handle->connectAddr);
+  if (res != ncclSuccess) {
+    free(lc);
+    return res;
+  }
   handle->handleMagic = RAILNET_IB_HANDLE_MAGIC;
   handle->socketMagic = railnetSocketMagic();
   *listenComm = lc;
   return ncclSuccess;
-fail:
-  ncclSocketClose(&lc->sock);
-  free(lc);
-  return res;
 }
 
 ncclResult_t railnetIbCheckHandle(const struct ncclIbHandle* h) {
   char a[SOCKET_NAME_MAXLEN];
-  if (h->handleMagic != RAILNET_IB_HANDLE_MAGIC) {
-    WARN("NET/IB : connect handle is not a railnet IB handle (magic 0x%016llx): truncated, corrupted, or from another "
-         "network plugin; make sure every rank uses the same NCCL_NET_PLUGIN and RAILNET_TRANSPORT",
-         (unsigned long long)h->handleMagic);
-    return ncclInvalidArgument;
-  }
+  NCCLCHECK(railnetConnCheckMagic("NET/IB", "IB", h->handleMagic, RAILNET_IB_HANDLE_MAGIC));
   if (!railnetSocketAddrUsable(&h->connectAddr, a)) {
     WARN("NET/IB : connect handle is invalid (address %s)", a);
     return ncclInvalidArgument;
@@ -845,7 +795,7 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     WARN("NET/IB : connect on device %d, there are %d", dev, ncclNMergedIbDevs < 0 ? 0 : ncclNMergedIbDevs);
     return ncclInvalidUsage;
   }
-  struct ncclIbCommStage* st = stageFind(opaqueHandle);
+  struct ncclIbCommStage* st = (struct ncclIbCommStage*)railnetConnStageFind(&connectStages, opaqueHandle);
   ncclResult_t res = ncclSuccess;
   char peer[SOCKET_NAME_MAXLEN];
   if (st == NULL) {
@@ -854,7 +804,6 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     memcpy(&hc, opaqueHandle, sizeof(hc));
     NCCLCHECK(railnetIbCheckHandle(&hc));
     NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB connect state"));
-    st->key = opaqueHandle;
     memcpy(&st->handle, &hc, sizeof(st->handle));
     res = allocComm(1, &st->comm);
     if (res != ncclSuccess) {
@@ -862,32 +811,32 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
       return res;
     }
     st->comm->vDev = dev;
-    stageAdd(st);
+    railnetConnStageAdd(&connectStages, &st->link, opaqueHandle, sizeof(st->handle));
     NCCLCHECKGOTO(ncclSocketInit(&st->comm->sock, &st->handle.connectAddr, st->handle.socketMagic,
                                  ncclSocketTypeNetIb, NULL, 1), res, fail);
     NCCLCHECKGOTO(ncclSocketConnect(&st->comm->sock), res, fail);
-    st->state = STAGE_CONNECT;
+    st->link.state = STAGE_CONNECT;
   }
   struct ncclIbSendComm* comm = (struct ncclIbSendComm*)st->comm;
   struct ncclIbNetCommBase* base = &comm->base;
   int closed = 0;
-  if (st->state == STAGE_CONNECT) {
+  if (st->link.state == STAGE_CONNECT) {
     int ready = 0;
     NCCLCHECKGOTO(ncclSocketReady(&base->sock, &ready), res, fail);
     if (!ready) return ncclSuccess;
     NCCLCHECKGOTO(sendCommSetup(ctx, comm, st), res, fail);
-    st->state = STAGE_SEND_META;
+    st->link.state = STAGE_SEND_META;
     st->offset = 0;
   }
-  if (st->state == STAGE_SEND_META) {
+  if (st->link.state == STAGE_SEND_META) {
     NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset,
                                      &closed), res, fail);
     if (closed) goto peerClosed;
     if (st->offset < (int)sizeof(st->local)) return ncclSuccess;
-    st->state = STAGE_RECV_META;
+    st->link.state = STAGE_RECV_META;
     st->offset = 0;
   }
-  if (st->state == STAGE_RECV_META) {
+  if (st->link.state == STAGE_RECV_META) {
     NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->remote, sizeof(st->remote), &st->offset,
                                      &closed), res, fail);
     if (closed) goto peerClosed;
@@ -902,11 +851,11 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     comm->remSizesAddr = st->remote.fifoAddr;
     for (int i = 0; i < st->remote.ndevs; i++) comm->remSizesRkeys[i] = st->remote.devs[i].fifoRkey;
     NCCLCHECKGOTO(connectQps(base, &st->remote, st->local.tc, st->local.tc, st->local.sl, NULL), res, fail);
-    st->state = STAGE_SEND_READY;
+    st->link.state = STAGE_SEND_READY;
     st->offset = 0;
     st->ready = 1;
   }
-  if (st->state == STAGE_SEND_READY) {
+  if (st->link.state == STAGE_SEND_READY) {
     NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->ready, sizeof(st->ready), &st->offset,
                                      &closed), res, fail);
     if (closed) goto peerClosed;
@@ -917,16 +866,16 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
        railnetIbPeerStr(base, peer), base->remDevName, base->nqps, base->nqps > 1 ? "s" : "",
        base->splitDataOnQps ? ", data split across QPs" : "");
   *sendComm = comm;
-  stageRemove(st);
+  railnetConnStageRemove(&connectStages, &st->link);
   free(st);
   return ncclSuccess;
 peerClosed:
   WARN("NET/IB : peer %s closed the connection during connection setup (state %d)", railnetIbPeerStr(base, peer),
-       st->state);
+       st->link.state);
   res = ncclRemoteError;
 fail:
   commFree(st->comm);
-  stageRemove(st);
+  railnetConnStageRemove(&connectStages, &st->link);
   free(st);
   return res;
 }
@@ -1010,13 +959,13 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
       }
       st->comm->vDev = lc->dev;
       lc->stage = st;
-      st->state = STAGE_ACCEPT;
+      st->link.state = STAGE_ACCEPT;
     }
     struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
     struct ncclIbNetCommBase* base = &comm->base;
     int closed = 0;
     ncclResult_t r;
-    if (st->state == STAGE_ACCEPT) {
+    if (st->link.state == STAGE_ACCEPT) {
       NCCLCHECK(ncclSocketAccept(&base->sock, &lc->sock));
       int ready = 0;
       if (ncclSocketReady(&base->sock, &ready) != ncclSuccess) {
@@ -1025,11 +974,11 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         continue;
       }
       if (!ready) return ncclSuccess;
-      st->state = STAGE_RECV_META;
+      st->link.state = STAGE_RECV_META;
       st->offset = 0;
     }
     railnetIbPeerStr(base, peer);
-    if (st->state == STAGE_RECV_META) {
+    if (st->link.state == STAGE_RECV_META) {
       r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->remote, sizeof(st->remote), &st->offset, &closed);
       if (r != ncclSuccess || closed) {
         WARN("NET/IB : peer %s closed the connection after %d of %zu bytes of connection metadata; refused it", peer,
@@ -1048,10 +997,10 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         return r;
       }
-      st->state = STAGE_SEND_META;
+      st->link.state = STAGE_SEND_META;
       st->offset = 0;
     }
-    if (st->state == STAGE_SEND_META) {
+    if (st->link.state == STAGE_SEND_META) {
       r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset, &closed);
       if (r != ncclSuccess || closed) {
         WARN("NET/IB : peer %s closed the connection during connection setup; refused it", peer);
@@ -1059,10 +1008,10 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         continue;
       }
       if (st->offset < (int)sizeof(st->local)) return ncclSuccess;
-      st->state = STAGE_RECV_READY;
+      st->link.state = STAGE_RECV_READY;
       st->offset = 0;
     }
-    if (st->state == STAGE_RECV_READY) {
+    if (st->link.state == STAGE_RECV_READY) {
       r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->ready, sizeof(st->ready), &st->offset, &closed);
       if (r != ncclSuccess || closed) {
         WARN("NET/IB : peer %s closed the connection before it was ready; refused it", peer);
