@@ -24,7 +24,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include "../transport/net_ib/common.h" /* railnetIbChooseGid */
+#include "../transport/net_ib/gid.h"    /* railnetIbChooseGid */
 #include "../transport/net_ib/gdr.h"    /* ncclIbGdrSupport, railnetIbDmaBufProbe */
 #include "ibvwrap.h"
 #include "param.h"

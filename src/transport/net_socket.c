@@ -25,6 +25,7 @@
 #include "conn_stage.h"
 #include "transport.h"
 #include "net_socket.h"
+#include "testing.h"
 
 #define MAX_SOCKETS 64
 #define MAX_THREADS 16
