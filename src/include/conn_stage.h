@@ -7,7 +7,8 @@
  *     abandoned the first connect and reused its buffer) is a new connect, and the abandoned
  *     one is dropped;
  *   - the check of a handle's magic, with the hint every rank needs to hear;
- *   - the listen socket on the transport's interface, on a port the kernel picks.
+ *   - the listen socket on the transport's interface, on a port the kernel picks;
+ *   - the context init hands out: the comm config that connect reads.
  * Both transports (net_socket_connect.c, net_ib/connect.c) sit on top of this; it calls
  * back into them only through the drop function a registry is made with.
  */
@@ -53,6 +54,11 @@ void railnetConnStageDropAll(struct railnetConnStages* r);
 /* A connect handle's magic against the transport's: ncclSuccess, or a WARN naming what
  * the handle is not (kind: "IB", "Socket") and ncclInvalidArgument. */
 ncclResult_t railnetConnCheckMagic(const char* net, const char* kind, uint64_t magic, uint64_t want);
+
+/* The context init hands out (*ctx; ctx NULL: none is kept): the comm config's traffic
+ * class (NCCL_NET_TRAFFIC_CLASS_UNDEF without a config), which connect reads. what names it
+ * in the out-of-memory WARN. The transport's finalize frees it. */
+ncclResult_t railnetConnCtxCreate(const ncclNetCommConfig_t* config, const char* what, void** ctx);
 
 /* A listening ncclSocket on ifAddr with port 0 (the kernel picks one; *bound gets the
  * address to put in the handle). On failure the socket is closed. */

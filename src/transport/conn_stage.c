@@ -3,6 +3,7 @@
  * progress, the handle's magic check, the listen socket. See conn_stage.h.
  */
 #include "conn_stage.h"
+#include <stdlib.h>
 #include <string.h>
 
 void railnetConnStageAdd(struct railnetConnStages* r, struct railnetConnStage* s, const void* key, size_t handleLen) {
@@ -59,6 +60,15 @@ ncclResult_t railnetConnCheckMagic(const char* net, const char* kind, uint64_t m
        "network plugin; make sure every rank uses the same NCCL_NET_PLUGIN and RAILNET_TRANSPORT",
        net, kind, (unsigned long long)magic);
   return ncclInvalidArgument;
+}
+
+ncclResult_t railnetConnCtxCreate(const ncclNetCommConfig_t* config, const char* what, void** ctx) {
+  ncclNetCommConfig_t* c;
+  NCCLCHECK(RAILNET_CALLOC(&c, 1, what));
+  c->trafficClass = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  if (ctx) *ctx = c;
+  else free(c);
+  return ncclSuccess;
 }
 
 ncclResult_t railnetConnListen(struct ncclSocket* sock, const union ncclSocketAddress* ifAddr,

@@ -13,6 +13,7 @@
  *   net_socket_p2p.c      isend / irecv / test: the control socket and the requests
  */
 #include <stdlib.h>
+#include "conn_stage.h"
 #include "core.h"
 #include "net_socket_comm.h"
 #include "net_socket_connect.h"
@@ -20,22 +21,13 @@
 #include "net_socket_p2p.h"
 #include "net_socket_types.h"
 
-typedef struct {
-  int trafficClass;
-} socketCtx;
-
 static ncclResult_t socketInit(void** ctx, uint64_t commId, ncclNetCommConfig_t* config, ncclDebugLogger_t logger,
                                ncclProfilerCallback_t prof) {
   (void)commId;
   (void)prof;
   if (logger) railnetSetLogger(logger);
   NCCLCHECK(railnetSocketDevicesInit());
-  socketCtx* c;
-  NCCLCHECK(RAILNET_CALLOC(&c, 1, "a socket context"));
-  c->trafficClass = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-  if (ctx) *ctx = c;
-  else free(c);
-  return ncclSuccess;
+  return railnetConnCtxCreate(config, "a socket context", ctx);
 }
 
 static ncclResult_t socketFinalize(void* ctx) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "init.h"
 #include "async.h"
+#include "conn_stage.h"
 #include "connect.h"
 #include "devices.h"
 #include "discovery.h"
@@ -68,16 +69,9 @@ static ncclResult_t ibInit(void** ctx, uint64_t commId, ncclNetCommConfig_t* con
   (void)commId;
   (void)prof;
   NCCLCHECK(ncclIbInitDevices(logger));
-  ncclNetCommConfig_t* c;
-  ncclResult_t res = RAILNET_CALLOC(&c, 1, "an IB context");
-  if (res != ncclSuccess) {
-    ncclIbFinalizeDevices();
-    return res;
-  }
-  c->trafficClass = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-  if (ctx) *ctx = c;
-  else free(c);
-  return ncclSuccess;
+  ncclResult_t res = railnetConnCtxCreate(config, "an IB context", ctx);
+  if (res != ncclSuccess) ncclIbFinalizeDevices();
+  return res;
 }
 
 static ncclResult_t ibDevices(int* ndev) {
