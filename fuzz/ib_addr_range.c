@@ -8,7 +8,7 @@
  */
 #include "fuzz_common.h"
 #include "ibvwrap.h"
-#include "../src/transport/net_ib/common.h"
+#include "../src/transport/net_ib/gid.h"
 
 #define MAX_GIDS 16
 static struct ibv_gid_entry gids[MAX_GIDS];

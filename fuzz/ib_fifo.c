@@ -8,7 +8,7 @@
  * (their raw bytes). Flags bit 0 makes the entries consistent first (idx = position + 1
  * and the same nreqs in all), so that the fuzzer reaches the size, tag and key checks. */
 #include "fuzz_common.h"
-#include "../src/transport/net_ib/common.h"
+#include "../src/transport/net_ib/wire.h"
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   (void)argc;

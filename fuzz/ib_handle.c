@@ -3,7 +3,7 @@
  * handle or opens a socket. The handle is read at an odd address (NCCL's handles are byte
  * arrays). Accepted handles carry a usable AF_INET/AF_INET6 address with a port. */
 #include "fuzz_common.h"
-#include "../src/transport/net_ib/common.h"
+#include "../src/transport/net_ib/wire.h"
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   (void)argc;

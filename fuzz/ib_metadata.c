@@ -8,7 +8,7 @@
  * are almost right. Byte 1 (when present) is the QP count the receiving side expects
  * (0: any). */
 #include "fuzz_common.h"
-#include "../src/transport/net_ib/common.h"
+#include "../src/transport/net_ib/wire.h"
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   (void)argc;

@@ -26,10 +26,21 @@ void railnetIbvSetLibNames(const char* const* names);
 
 
 /* ---- transport: Socket (src/transport/net_socket*.c) ---- */
-
+/* Forget the interfaces found by the first init, so that the next init looks again (under
+ * the test's NCCL_SOCKET_IFNAME). Comms already made keep their sockets. */
+void railnetSocketResetDevices(void);
 
 /* ---- transport: IB (src/transport/net_ib/) ---- */
-
+/* Tear every IB device down now whatever the reference count: event threads, abandoned
+ * connects, registrations, contexts (init.c). */
+void railnetIbResetDevices(void);
+/* Registrations alive on physical device ibDevN, and cache hits since the process started
+ * (reg.c). */
+int railnetIbMrCacheCount(int ibDevN);
+long railnetIbMrCacheHits(void);
+/* Forget every remembered GPUDirect answer (peermem and DMA-BUF), so that the next question
+ * probes again (gdr.c). */
+void railnetIbGdrReset(void);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,10 @@
 extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/devices.h"
+#include "../../src/transport/net_ib/gid.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
 }
 #include "ib_test_env.h"
 

@@ -33,7 +33,9 @@ extern "C" {
 #include "railnet.h"
 #include "net_socket.h"
 #include "socket.h"
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/wire.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
 }
 #include "ib_test_env.h"
 

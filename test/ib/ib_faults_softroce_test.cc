@@ -25,7 +25,8 @@ extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
 #include "railnet.h"
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
 }
 #include "ib_test_env.h"
 

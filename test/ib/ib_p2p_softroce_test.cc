@@ -24,7 +24,12 @@ extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
 #include "socket.h"
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/comm.h"
+#include "../../src/transport/net_ib/devices.h"
+#include "../../src/transport/net_ib/reg.h"
+#include "../../src/transport/net_ib/wire.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
 #include "../../src/transport/net_ib/gdr.h"
 }
 #include "ib_test_env.h"

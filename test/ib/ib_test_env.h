@@ -1,5 +1,5 @@
 // Set-up shared by the soft-RoCE fixtures that move data between two RDMA devices.
-// Include after test_util.h, ibvwrap.h and net_ib/common.h.
+// Include after test_util.h, ibvwrap.h, net_ib/init.h and testing.h.
 #pragma once
 #include <stdarg.h>
 #include <stdio.h>

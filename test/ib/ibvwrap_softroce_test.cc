@@ -24,6 +24,7 @@ extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
 #include "../../src/transport/net_ib/gdr.h"
+#include "testing.h"
 }
 
 namespace {

@@ -20,7 +20,8 @@
 extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
 }
 #include "ib_test_env.h"
 #include "plugin_loader.h"

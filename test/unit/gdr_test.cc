@@ -12,6 +12,7 @@ extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
 #include "../../src/transport/net_ib/gdr.h"
+#include "testing.h"
 }
 
 namespace {

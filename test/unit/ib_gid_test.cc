@@ -6,7 +6,7 @@
 #include "ib_fake_verbs.h"
 
 extern "C" {
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/gid.h"
 }
 
 namespace {

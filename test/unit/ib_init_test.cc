@@ -7,7 +7,10 @@
 #include "ib_fake_verbs.h"
 
 extern "C" {
-#include "../../src/transport/net_ib/common.h"
+#include "../../src/transport/net_ib/devices.h"
+#include "../../src/transport/net_ib/discovery.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
 }
 
 namespace {

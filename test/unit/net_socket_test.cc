@@ -248,6 +248,34 @@ TEST_F(NetSocket, GarbageOrTruncatedHandleRefused) {
   net()->closeListen(lc);
 }
 
+// A connect its caller abandoned (its listener went away, so it was still retrying) and a
+// new handle written into the same buffer: the next connect with that buffer is a new
+// connect, to the new listener, not the old one resumed (conn_stage.c, shared with IB).
+TEST_F(NetSocket, AbandonedConnectDroppedForNewHandleAtSameAddress) {
+  LogCapture log;
+  char handle[NCCL_NET_HANDLE_MAXSIZE], fresh[NCCL_NET_HANDLE_MAXSIZE];
+  void *gone = nullptr, *lc = nullptr;
+  ASSERT_EQ(net()->listen(ctx, 0, handle, &gone), ncclSuccess);
+  ASSERT_EQ(net()->listen(ctx, 0, fresh, &lc), ncclSuccess);  // open together: another port
+  ASSERT_NE(memcmp(handle, fresh, sizeof(handle)), 0);
+  ASSERT_EQ(net()->closeListen(gone), ncclSuccess);  // its port refuses now: the connect retries
+  void* comm = nullptr;
+  ncclNetDeviceHandle_t* dc = nullptr;
+  ASSERT_EQ(net()->connect(ctx, 0, handle, &comm, &dc), ncclSuccess);
+  ASSERT_EQ(comm, nullptr) << "a connect to a closed port cannot be complete";
+  memcpy(handle, fresh, sizeof(handle));  // the caller reuses its buffer for a new handle
+  void *s = nullptr, *r = nullptr;
+  EXPECT_TRUE(netConnectPair(net(), ctx, 0, handle, lc, &s, &r, 10000)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("dropping an abandoned connect", NCCL_LOG_INFO)) << LogCapture::all();
+  if (s) {
+    EXPECT_EQ(net()->closeSend(s), ncclSuccess);
+  }
+  if (r) {
+    EXPECT_EQ(net()->closeRecv(r), ncclSuccess);
+  }
+  EXPECT_EQ(net()->closeListen(lc), ncclSuccess);
+}
+
 // A sender killed (SIGKILL) mid-transfer: the receiver's test() fails within the
 // transport's bounded time with a WARN naming the peer; nothing hangs.
 TEST_F(NetSocket, PeerKilledMidTransferFailsReceiver) {

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "../transport/net_ib/common.h" /* railnetIbChooseGid */
+#include "../transport/net_ib/gid.h"    /* railnetIbChooseGid */
 #include "../transport/net_ib/gdr.h"    /* railnetIbDmaBufProbe */
 #include "diag.h"
 #include "ibvwrap.h"

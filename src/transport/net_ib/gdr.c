@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "devices.h"
 #include "ibvwrap.h"
-#include "common.h"
+#include "testing.h"
 
 static pthread_mutex_t gdrLock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -36,7 +37,7 @@ static int peermemDetect(void) {
   pthread_mutex_lock(&gdrLock);
   state = peermemState;
   if (state == PEERMEM_UNKNOWN) {
-    const char* root = railnetIbSysfsRoot(); /* SYSFS_PATH, declared once in init.c */
+    const char* root = railnetIbSysfsRoot(); /* SYSFS_PATH, declared once in devices.c */
     if (root == NULL || root[0] == '\0') root = "/sys";
     int nvMem = sysfsExists(root, nvMemFile), nvMemNc = sysfsExists(root, nvMemNcFile);
     int nvidia = sysfsExists(root, peermemFile);
@@ -112,9 +113,11 @@ ncclResult_t ncclIbDmaBufSupport(int dev, struct ibv_context* ctx) {
   return state == 1 ? ncclSuccess : ncclSystemError;
 }
 
-void railnetIbGdrReset(void) {
+void railnetIbGdrForget(void) {
   pthread_mutex_lock(&gdrLock);
   __atomic_store_n(&peermemState, PEERMEM_UNKNOWN, __ATOMIC_RELEASE);
   for (int i = 0; i < RAILNET_GDR_MAX_DEVS; i++) __atomic_store_n(&dmaBufState[i], 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&gdrLock);
 }
+
+void railnetIbGdrReset(void) { railnetIbGdrForget(); }

@@ -34,8 +34,8 @@ int railnetIbDmaBufProbe(struct ibv_context* ctx, int* probeErrno);
  * remembered. */
 ncclResult_t ncclIbDmaBufSupport(int dev, struct ibv_context* ctx);
 
-/* Tests: forget every remembered answer (peermem and DMA-BUF). */
-void railnetIbGdrReset(void);
+/* Teardown: forget every remembered answer (peermem and DMA-BUF); the next init asks again. */
+void railnetIbGdrForget(void);
 
 #ifdef __cplusplus
 }

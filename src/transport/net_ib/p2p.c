@@ -15,8 +15,13 @@
 #include <endian.h>
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "p2p.h"
+#include "comm.h"
+#include "devices.h"
 #include "ibvwrap.h"
+#include "qp.h"
+#include "reg.h"
+#include "wire.h"
 
 #define IB_WRITE_CHUNK_ALIGNMENT 128
 #define DIVUP(x, y) (((x) + (y)-1) / (y))
@@ -61,72 +66,6 @@ static ncclResult_t checkComm(struct ncclIbNetCommBase* base, const char* func) 
 }
 
 /* ------------------------------------------------------------------ send */
-
-ncclResult_t railnetIbFifoTake(const volatile struct ncclIbSendFifo* slots, uint64_t pos,
-                               const union ncclSocketAddress* peerAddr, struct ncclIbSendFifo* copy, int* nreqsOut) {
-  *nreqsOut = 0;
-  uint64_t idx = pos + 1;
-  if (slots[0].idx != idx) return ncclSuccess; /* the receiver has not posted it yet */
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  uint32_t nreqs = slots[0].nreqs;
-  char peer[SOCKET_NAME_MAXLEN];
-  if (nreqs < 1 || nreqs > NCCL_NET_IB_MAX_RECVS) {
-    WARN("NET/IB : peer %s posted a receive of %u buffers (1..%d) at fifo position %llu",
-         ncclSocketToString(peerAddr, peer, 1), nreqs, NCCL_NET_IB_MAX_RECVS, (unsigned long long)pos);
-    return ncclRemoteError;
-  }
-  /* one RDMA write carries all entries of the slot, but their bytes may land in any order */
-  for (uint32_t r = 1; r < nreqs; r++)
-    if (slots[r].idx != idx) return ncclSuccess;
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  /* from here on only the copy is read: the fifo is the peer's to write at any time */
-  for (uint32_t r = 0; r < nreqs; r++) {
-    copy[r].addr = slots[r].addr;
-    copy[r].size = slots[r].size;
-    for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) copy[r].rkeys[d] = slots[r].rkeys[d];
-    copy[r].nreqs = slots[r].nreqs;
-    copy[r].tag = slots[r].tag;
-    copy[r].idx = slots[r].idx;
-  }
-  for (uint32_t r = 0; r < nreqs; r++) {
-    if (copy[r].nreqs != nreqs || copy[r].idx != idx) {
-      WARN("NET/IB : peer %s posted inconsistent clear-to-send entries at fifo position %llu: entry 0 announces %u "
-           "buffers, entry %u announces %u (position %llu)",
-           ncclSocketToString(peerAddr, peer, 1), (unsigned long long)pos, nreqs, r, copy[r].nreqs,
-           (unsigned long long)copy[r].idx - 1);
-      return ncclRemoteError;
-    }
-  }
-  *nreqsOut = (int)nreqs;
-  return ncclSuccess;
-}
-
-ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs, const int* taken, int remDevs,
-                                size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match) {
-  *match = -1;
-  char peer[SOCKET_NAME_MAXLEN];
-  for (int r = 0; r < nreqs; r++) {
-    if (taken[r] || entries[r].tag != (uint32_t)tag) continue;
-    if (size > entries[r].size) {
-      WARN("NET/IB : peer %s: message of %zu bytes (tag %x) but the receive posted for it has %llu bytes: receive "
-           "smaller than send (req %d/%d)",
-           ncclSocketToString(peerAddr, peer, 1), size, tag, (unsigned long long)entries[r].size, r, nreqs);
-      return ncclInvalidUsage;
-    }
-    /* rkeys are per device of the receiver's vDevice */
-    int badKey = 0;
-    for (int d = 0; d < remDevs && d < NCCL_IB_MAX_DEVS_PER_NIC; d++) badKey |= entries[r].rkeys[d] == 0;
-    if (size > 0 && (entries[r].addr == 0 || badKey)) {
-      WARN("NET/IB : req %d/%d tag %x peer %s posted incorrect receive info: size %llu addr %llx rkeys[0]=%x", r,
-           nreqs, tag, ncclSocketToString(peerAddr, peer, 1), (unsigned long long)entries[r].size,
-           (unsigned long long)entries[r].addr, entries[r].rkeys[0]);
-      return ncclRemoteError;
-    }
-    *match = r;
-    return ncclSuccess;
-  }
-  return ncclSuccess;
-}
 
 static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   struct ncclIbNetCommBase* base = &comm->base;
@@ -372,19 +311,6 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
 }
 
 /* ------------------------------------------------------------------ test */
-
-ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
-                                     const union ncclSocketAddress* peerAddr) {
-  for (int i = 0; i < n; i++) {
-    if (reported[i] >= 0 && (size_t)reported[i] <= posted[i]) continue;
-    char peer[SOCKET_NAME_MAXLEN];
-    WARN("NET/IB : peer %s reported %d bytes written into receive buffer %d/%d of %zu bytes: the peer is broken or "
-         "not railnet's (every rank must load the same plugin); the data of this receive cannot be trusted",
-         ncclSocketToString(peerAddr, peer, 1), reported[i], i, n, posted[i]);
-    return ncclRemoteError;
-  }
-  return ncclSuccess;
-}
 
 static const char* portStateName(enum ibv_port_state st) {
   switch (st) {

@@ -12,8 +12,11 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
-#include "common.h"
+#include "reg.h"
+#include "comm.h"
+#include "devices.h"
 #include "ibvwrap.h"
+#include "testing.h"
 
 static long mrCacheHits; /* atomic */
 

@@ -1,0 +1,23 @@
+/*
+ * The life of a Socket comm (net_socket_comm.c).
+ */
+#ifndef RAILNET_NET_SOCKET_COMM_H
+#define RAILNET_NET_SOCKET_COMM_H
+#include "core.h"
+#include "net_socket_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A comm of nSocks data sockets and nThreads helper threads, its sockets not open yet. */
+ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, int isSend);
+/* Once every socket is connected: the peer's name, the TCP timeouts, the helper threads. */
+ncclResult_t railnetSocketCommStartThreads(socketComm* c);
+/* Stops and joins the helper threads, closes the sockets, frees the comm (NULL: nothing). */
+void railnetSocketCommFree(socketComm* c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/*
+ * The Socket transport's comms in this process: a comm is one control socket plus nSocks
+ * data sockets served by nThreads helper threads; each data socket has a queue of tasks
+ * (chunks of messages) in posting order; requests go through the control socket in
+ * posting order. Types only: made by net_socket_comm.c and net_socket_connect.c, moved by
+ * net_socket_helper.c (data sockets) and net_socket_p2p.c (control socket, requests).
+ */
+#ifndef RAILNET_NET_SOCKET_TYPES_H
+#define RAILNET_NET_SOCKET_TYPES_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core.h"
+#include "socket.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAX_SOCKETS 64
+#define MAX_THREADS 16
+#define MAX_REQUESTS NCCL_NET_MAX_REQUESTS
+
+/* One chunk of a message on one data socket. */
+typedef struct {
+  char* data;
+  size_t size;
+  size_t offset;      /* written by the helper thread */
+  int done;           /* atomic: offset == size, or failed */
+  ncclResult_t result;
+} socketTask;
+
+/*
+ * Tasks of one data socket, in posting order. A socket holds at most one task per live
+ * request (MAX_REQUESTS) plus the finished head task its thread has not popped yet, so
+ * twice that many slots mean a new task never lands in a slot still in use.
+ */
+#define TASK_QUEUE_LEN (2 * MAX_REQUESTS)
+typedef struct {
+  socketTask tasks[TASK_QUEUE_LEN];
+  int head, tail;     /* tail: next to post (main thread); head: next to run (helper thread) */
+} taskQueue;
+
+struct socketComm;
+
+typedef struct {
+  struct socketComm* comm;
+  int first, count;   /* data sockets this thread serves */
+  pthread_t thread;
+  int started;
+} helperThread;
+
+/* Control record at the start of each message. */
+typedef struct {
+  uint64_t size;
+  int32_t tag;
+  int32_t pad;
+} ctrlRecord;
+
+enum { REQ_FREE = 0, REQ_CTRL, REQ_DATA };
+
+typedef struct {
+  struct socketComm* comm;
+  int op;             /* NCCL_SOCKET_SEND or NCCL_SOCKET_RECV */
+  int state;
+  uint64_t seq;
+  char* data;
+  size_t size;        /* send: message size; recv: buffer size until the record arrives */
+  int tag;
+  char* ctrl;         /* record + inline payload */
+  int ctrlLen;        /* bytes of ctrl to move (recv: grows once the size is known) */
+  int ctrlOffset;
+  int recordParsed;   /* recv: the sender's record has been checked */
+  size_t ctrlDataOffset; /* payload sent on the control socket when there are no data sockets */
+  int taskSock[MAX_SOCKETS];
+  int taskIdx[MAX_SOCKETS];
+  int nTasks;
+} socketRequest;
+
+typedef struct socketComm {
+  struct ncclSocket ctrl;
+  struct ncclSocket socks[MAX_SOCKETS];
+  taskQueue queues[MAX_SOCKETS];
+  int nSocks, nThreads, nextSock;
+  helperThread threads[MAX_THREADS];
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stop;
+  int inlineSize;
+  size_t minTask;
+  socketRequest requests[MAX_REQUESTS];
+  char* ctrlBufs;
+  uint64_t nextSeq, ctrlSeq;
+  int failed;
+  int isSend;
+  char peer[SOCKET_NAME_MAXLEN];
+} socketComm;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

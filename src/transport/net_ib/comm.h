@@ -1,0 +1,127 @@
+/*
+ * The IB transport's comms in this process: a send or receive comm is a base (its devices,
+ * QPs, requests, the peer's devices) and the fifo a sender's receiver writes its
+ * clear-to-send entries into, or the entries a receiver writes from. Set up by qp.c and
+ * connect.c, driven by p2p.c. Types only.
+ */
+#ifndef RAILNET_NET_IB_COMM_H
+#define RAILNET_NET_IB_COMM_H
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include "core.h"
+#include "devices.h" /* struct ncclIbStats */
+#include "socket.h"
+#include "wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* requests per comm: NCCL_NET_MAX_REQUESTS receives of up to 8 buffers each; a request's
+ * index fits the 8 bits per request that a send's wr_id carries */
+#define NET_IB_MAX_REQUESTS (NCCL_NET_MAX_REQUESTS * NCCL_NET_IB_MAX_RECVS)
+
+#define NCCL_NET_IB_REQ_UNUSED 0
+#define NCCL_NET_IB_REQ_SEND 1
+#define NCCL_NET_IB_REQ_RECV 2
+#define NCCL_NET_IB_REQ_FLUSH 3
+
+struct ncclIbQp {
+  struct ibv_qp* qp;
+  int devIndex;                        /* local device of the vDevice */
+  int remDevIndex;                     /* the peer's device of its vDevice */
+  struct ibv_ece ece;
+  int eceSupported;
+};
+
+/* Per physical device of a comm. */
+struct ncclIbCommDev {
+  int ibDevN;                          /* index in ncclIbDevs */
+  struct ibv_pd* pd;
+  struct ibv_cq* cq;
+  int gidIndex;
+  union ibv_gid gid;
+  struct ibv_mr* fifoMr;               /* sender: fifo; receiver: sizes records */
+  struct ibv_mr* localMr;              /* sender: sizes to write; receiver: fifo entries to write */
+  /* receiver, GPUDirect flush: a QP connected to itself that reads one byte */
+  struct ibv_qp* flushQp;
+  struct ibv_mr* flushMr;
+};
+
+struct ncclIbRequest {
+  struct ncclIbNetCommBase* base;
+  int type;
+  int events[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint64_t id;                         /* fifo position */
+  int nreqs;
+  union {
+    struct {
+      size_t size;
+      void* data;
+      uint32_t lkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+    } send;
+    struct {
+      int* sizes;                      /* nreqs entries (the sizes records of its slot) */
+      size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
+    } recv;
+  };
+};
+
+/* Common head of send and receive comms. */
+struct ncclIbNetCommBase {
+  int isSend;
+  int ready;
+  ncclNetVDeviceProps_t vProps;
+  int vDev;
+  struct ncclIbCommDev devs[NCCL_IB_MAX_DEVS_PER_NIC];
+  int nRemDevs;
+  struct ncclIbDevInfo remDevs[NCCL_IB_MAX_DEVS_PER_NIC];
+  char remDevName[MAX_MERGED_DEV_NAME];
+  struct ncclIbQp qps[NCCL_IB_MAX_QPS];
+  int nqps;
+  int splitDataOnQps;
+  int qpIndex;                         /* round robin when not splitting */
+  uint64_t fifoHead;
+  struct ncclSocket sock;
+  union ncclSocketAddress peerAddr;    /* for messages */
+  int useInline;
+  uint32_t maxInline;                  /* what the QPs were granted */
+  int failed;                          /* an error completion was seen */
+  struct ncclIbStats stats;
+  struct ncclIbRequest reqs[NET_IB_MAX_REQUESTS];
+};
+
+struct ncclIbSendComm {
+  struct ncclIbNetCommBase base;
+  /* written by the receiver */
+  struct ncclIbSendFifo fifo[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  /* the sizes of a multi-send, written into the receiver's records */
+  int sizes[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  uint64_t remSizesAddr;
+  uint32_t remSizesRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  struct ncclIbRequest* sendReqs[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  int sendReqsCnt[NET_IB_MAX_REQUESTS];
+  /* a slot's clear-to-send entries as validated by its first isend (railnetIbFifoTake): the
+   * later isends of a multi-receive and the RDMA writes use this copy, never the fifo, which
+   * the peer may rewrite at any time; ctsCount 0: not taken yet */
+  struct ncclIbSendFifo cts[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  int ctsCount[NET_IB_MAX_REQUESTS];
+  int ar;                              /* adaptive routing on the first device */
+};
+
+struct ncclIbRecvComm {
+  struct ncclIbNetCommBase base;
+  /* entries written into the sender's fifo, from here */
+  struct ncclIbSendFifo elems[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  /* written by the sender: the sizes of a multi-receive */
+  int sizes[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  uint64_t remFifoAddr;
+  struct ncclIbRequest* recvReqs[NET_IB_MAX_REQUESTS];
+  int flushEnabled;
+  int flushBuf[16];                    /* where the flush reads go */
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

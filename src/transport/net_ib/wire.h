@@ -1,0 +1,125 @@
+/*
+ * The IB transport's wire format: everything that crosses from one railnet process to
+ * another, and the checks (wire.c) every copy received from a peer goes through first.
+ *   - the handle listen hands out, which NCCL's bootstrap carries to the connecting rank;
+ *   - the connection metadata, exchanged once each way over the comm's ncclSocket;
+ *   - the clear-to-send entries the receiver RDMA-writes into the sender's fifo.
+ * A change to any of these is a new RAILNET_IB_META_VERSION (the handle: a new magic); the
+ * _Static_asserts below fail the build when a layout moves without one. The peer may be
+ * another version, another plugin or garbage: nothing here is trusted before its check.
+ */
+#ifndef RAILNET_NET_IB_WIRE_H
+#define RAILNET_NET_IB_WIRE_H
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core.h"
+#include "socket.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAXSUFFIXSIZE 16
+#define MAXNAMESIZE (64 + MAXSUFFIXSIZE)
+#define NCCL_IB_MAX_DEVS_PER_NIC NCCL_NET_MAX_DEVS_PER_NIC
+#define MAX_MERGED_DEV_NAME ((MAXNAMESIZE * NCCL_IB_MAX_DEVS_PER_NIC) + NCCL_IB_MAX_DEVS_PER_NIC)
+#define NCCL_NET_IB_MAX_RECVS 8
+#define NCCL_IB_MAX_QPS 128
+#define RAILNET_IB_HANDLE_MAGIC 0x7261696c4e494231ULL /* "railNIB1" */
+#define RAILNET_IB_META_MAGIC 0x7261696c4d455441ULL   /* "railMETA" */
+#define RAILNET_IB_META_VERSION 1
+
+/* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
+ * process, keyed by the handle's address, never read back from the handle. */
+struct ncclIbHandle {
+  uint64_t handleMagic;                /* RAILNET_IB_HANDLE_MAGIC */
+  union ncclSocketAddress connectAddr; /* the listener */
+  uint64_t socketMagic;                /* the listener's ncclSocket magic */
+};
+
+/* Clear-to-send entry: the receiver RDMA-writes one per buffer into the sender's fifo. */
+struct ncclIbSendFifo {
+  uint64_t addr;
+  uint64_t size;
+  uint32_t rkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint32_t nreqs;
+  uint32_t tag;
+  uint64_t idx;                        /* fifo position + 1: the entry is valid when it matches */
+};
+
+/* Per device, in the connection metadata. */
+struct ncclIbDevInfo {
+  uint32_t lid;
+  uint8_t ibPort;
+  uint8_t linkLayer;
+  uint8_t mtu;                         /* enum ibv_mtu */
+  uint8_t pad;
+  int32_t gidIndex;
+  union ibv_gid gid;
+  uint32_t fifoRkey;                   /* sender: its fifo; receiver: its sizes records */
+  uint32_t pad2;
+};
+
+struct ncclIbQpInfo {
+  uint32_t qpn;
+  int32_t devIndex;                    /* index into the sender's/receiver's vDevice */
+  struct ibv_ece ece;
+  int32_t eceSupported;
+  int32_t pad;
+};
+
+/* Exchanged once each way over the comm's ncclSocket. Fixed size; validated on receipt. */
+struct ncclIbConnectionMetadata {
+  uint64_t magic;                      /* RAILNET_IB_META_MAGIC */
+  uint32_t version;
+  int32_t ndevs;
+  int32_t nqps;
+  int32_t splitDataOnQps;
+  int32_t tc, sl;
+  uint64_t fifoAddr;                   /* sender: its fifo; receiver: its sizes records */
+  struct ncclIbDevInfo devs[NCCL_IB_MAX_DEVS_PER_NIC];
+  struct ncclIbQpInfo qpInfo[NCCL_IB_MAX_QPS];
+  char devName[MAX_MERGED_DEV_NAME];
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct ncclIbHandle) <= NCCL_NET_HANDLE_MAXSIZE, "the IB handle must fit NCCL's handle");
+_Static_assert(sizeof(struct ncclIbSendFifo) == 64, "clear-to-send entry: version 1 layout");
+_Static_assert(offsetof(struct ncclIbSendFifo, idx) == 56, "clear-to-send entry: version 1 layout");
+_Static_assert(sizeof(struct ncclIbDevInfo) == 40, "connection metadata (device): version 1 layout");
+_Static_assert(sizeof(struct ncclIbQpInfo) == 28, "connection metadata (QP): version 1 layout");
+_Static_assert(offsetof(struct ncclIbConnectionMetadata, devs) == 40, "connection metadata: version 1 layout");
+_Static_assert(sizeof(struct ncclIbConnectionMetadata) ==
+                   40 + NCCL_IB_MAX_DEVS_PER_NIC * 40 + NCCL_IB_MAX_QPS * 28 + MAX_MERGED_DEV_NAME,
+               "connection metadata: version 1 layout");
+#endif
+
+/* A connect handle, before anything is read from it beyond its bytes (WARN, ncclInvalidArgument). */
+ncclResult_t railnetIbCheckHandle(const struct ncclIbHandle* h);
+/* A metadata block received from peer (WARN naming the peer on any problem, ncclRemoteError);
+ * wantNqps > 0: it must announce that many QPs. */
+ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, const char* peer, int wantNqps);
+/* Copy the clear-to-send entries of fifo slot `slots` (NCCL_NET_IB_MAX_RECVS entries as the
+ * receiver RDMA-wrote them) for fifo position pos into copy, once all of them have arrived:
+ * *nreqs = their number, 0 when the slot is not complete yet. A slot announcing 0 or more
+ * than 8 buffers, or entries that disagree on their number or position: a WARN naming the
+ * peer and ncclRemoteError. */
+ncclResult_t railnetIbFifoTake(const volatile struct ncclIbSendFifo* slots, uint64_t pos,
+                               const union ncclSocketAddress* peerAddr, struct ncclIbSendFifo* copy, int* nreqs);
+/* The entry of a taken slot (nreqs entries) that an isend of size bytes with tag takes;
+ * taken[r]: entry r has its isend already. *match = -1 when no free entry has the tag. An
+ * entry smaller than size (ncclInvalidUsage), or without address or without an rkey for one
+ * of the receiver's remDevs devices (ncclRemoteError): a WARN naming the peer. */
+ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs, const int* taken, int remDevs,
+                                size_t size, int tag, const union ncclSocketAddress* peerAddr, int* match);
+/* The sizes a sender reported for the n buffers of a receive (immediate data or its sizes
+ * records) against what irecv posted: negative or larger is a WARN naming the peer and
+ * ncclRemoteError (the peer is not railnet's, or it is broken). */
+ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
+                                     const union ncclSocketAddress* peerAddr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

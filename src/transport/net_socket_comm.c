@@ -1,0 +1,103 @@
+/*
+ * The life of a Socket comm (net_socket_comm.h): its buffers, the TCP timeouts of its
+ * sockets, its helper threads, its teardown.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "net_socket_comm.h"
+#include "net_socket_helper.h"
+#include "net_socket_types.h"
+#include "param.h"
+
+enum { P_INLINE, P_MIN_TASK, P_TIMEOUT };
+static const railnetParam netSocketCommParams[] = {
+    [P_INLINE] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_INLINE", 128, 0, 1 << 20,
+                                       "Messages up to this size travel inside the control record"),
+    [P_MIN_TASK] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_MIN_TASKSIZE", 1 << 16, 1, INT32_MAX,
+                                         "Smallest chunk a large message is cut into for the data sockets"),
+    [P_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_TIMEOUT_MSEC", 600000, 100, 86400000,
+                                        "A connection whose peer stops acknowledging or stops reading (dead host, "
+                                        "link down, hung rank) fails after this long (TCP_USER_TIMEOUT, keepalive); "
+                                        "keep it above the longest time ranks may legitimately diverge"),
+};
+RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
+
+static void setTimeouts(int fd) {
+  int ms = (int)railnetParamInt(&netSocketCommParams[P_TIMEOUT]);
+  unsigned int uto = (unsigned int)ms;
+  int one = 1, idle = ms / 4000 > 0 ? ms / 4000 : 1, intvl = idle, cnt = 4;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, int isSend) {
+  socketComm* c;
+  NCCLCHECK(RAILNET_CALLOC(&c, 1, "a socket comm"));
+  c->nSocks = nSocks;
+  c->nThreads = nThreads;
+  c->isSend = isSend;
+  c->inlineSize = (int)railnetParamInt(&netSocketCommParams[P_INLINE]);
+  c->minTask = (size_t)railnetParamInt(&netSocketCommParams[P_MIN_TASK]);
+  c->ctrl.fd = -1;
+  for (int i = 0; i < MAX_SOCKETS; i++) c->socks[i].fd = -1;
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->cond, NULL);
+  int stride = (int)sizeof(ctrlRecord) + c->inlineSize;
+  ncclResult_t res = RAILNET_CALLOC(&c->ctrlBufs, (size_t)stride * MAX_REQUESTS, "socket control records");
+  if (res != ncclSuccess) {
+    free(c);
+    return res;
+  }
+  for (int i = 0; i < MAX_REQUESTS; i++) {
+    c->requests[i].comm = c;
+    c->requests[i].ctrl = c->ctrlBufs + (size_t)i * stride;
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
+  union ncclSocketAddress a;
+  socklen_t len = sizeof(a);
+  if (getpeername(c->ctrl.fd, &a.sa, &len) == 0) ncclSocketToString(&a, c->peer, 1);
+  else snprintf(c->peer, sizeof(c->peer), "(unknown)");
+  setTimeouts(c->ctrl.fd);
+  for (int i = 0; i < c->nSocks; i++) setTimeouts(c->socks[i].fd);
+  if (c->nThreads == 0) return ncclSuccess;
+  int per = c->nSocks / c->nThreads;
+  for (int t = 0; t < c->nThreads; t++) {
+    c->threads[t].comm = c;
+    c->threads[t].first = t * per;
+    c->threads[t].count = per;
+    if (pthread_create(&c->threads[t].thread, NULL, railnetSocketHelperMain, &c->threads[t]) != 0) {
+      WARN("NET/Socket : cannot start helper thread %d of %d: %s", t, c->nThreads, strerror(errno));
+      return ncclSystemError;
+    }
+    c->threads[t].started = 1;
+  }
+  return ncclSuccess;
+}
+
+void railnetSocketCommFree(socketComm* c) {
+  if (c == NULL) return;
+  pthread_mutex_lock(&c->lock);
+  c->stop = 1;
+  pthread_cond_broadcast(&c->cond);
+  pthread_mutex_unlock(&c->lock);
+  for (int t = 0; t < c->nThreads; t++)
+    if (c->threads[t].started) pthread_join(c->threads[t].thread, NULL);
+  if (c->ctrl.fd >= 0) ncclSocketClose(&c->ctrl);
+  for (int i = 0; i < c->nSocks; i++)
+    if (c->socks[i].fd >= 0) ncclSocketClose(&c->socks[i]);
+  pthread_mutex_destroy(&c->lock);
+  pthread_cond_destroy(&c->cond);
+  free(c->ctrlBufs);
+  free(c);
+}

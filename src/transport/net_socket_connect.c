@@ -1,0 +1,255 @@
+/*
+ * Socket connection setup (net_socket_connect.h). The handle carries the listener's
+ * address and magic and the comm's socket and thread counts. Connect and accept are
+ * non-blocking: the connector connects the data sockets, then the control socket, each
+ * announcing its index after the handshake; the acceptor places each socket by its index.
+ * The connects in progress live in conn_stage.c's registry, keyed by the handle.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "net_socket_connect.h"
+#include "conn_stage.h"
+#include "net_socket.h"
+#include "net_socket_comm.h"
+#include "net_socket_devices.h"
+#include "net_socket_types.h"
+
+#define HANDLE_MAGIC 0x4b434f534c494152ULL /* "RAILSOCK" */
+
+typedef struct {
+  uint64_t handleMagic;  /* HANDLE_MAGIC: tells a railnet handle from garbage */
+  uint64_t socketMagic;  /* the listener's socket handshake magic */
+  union ncclSocketAddress addr;
+  int32_t nSocks;
+  int32_t nThreads;
+} socketHandle;
+_Static_assert(sizeof(socketHandle) <= NCCL_NET_HANDLE_MAXSIZE, "socket handle too large");
+
+typedef struct {
+  struct ncclSocket sock;
+  int dev, nSocks, nThreads;
+  /* accept in progress */
+  socketComm* comm;
+  struct ncclSocket pending;
+  int pendingActive;
+  int32_t pendingIdx;
+  int pendingIdxOffset;
+  int nAccepted;
+} socketListenComm;
+
+/* A connect in progress, found again by the handle NCCL passes on every call. */
+typedef struct connectState {
+  struct railnetConnStage link; /* link.state: which socket is being connected, 0..nSocks (nSocks = control) */
+  socketComm* comm;
+  int idxOffset;
+  int connecting;
+} connectState;
+
+static void connectStateDrop(struct railnetConnStage* s) {
+  connectState* st = (connectState*)s;
+  railnetSocketCommFree(st->comm);
+  free(st);
+}
+
+/* Connect states live here, not in the handle, so a garbage handle can never be taken for one. */
+static struct railnetConnStages connectStates = RAILNET_CONN_STAGES_INIT("NET/Socket", connectStateDrop);
+
+static void connectStateRemove(connectState* s) {
+  railnetConnStageRemove(&connectStates, &s->link);
+  free(s);
+}
+
+ncclResult_t ncclNetSocketListen(void* ctx, int dev, void* opaqueHandle, void** listenComm) {
+  (void)ctx;
+  if (opaqueHandle == NULL || listenComm == NULL) return ncclInvalidArgument;
+  NCCLCHECK(railnetSocketCheckDev(dev, "listen"));
+  socketHandle hcopy; /* NCCL's handle may be unaligned: fill a copy, then store it */
+  socketHandle* handle = &hcopy;
+  memset(handle, 0, sizeof(*handle));
+  memset(opaqueHandle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  socketListenComm* lc;
+  NCCLCHECK(RAILNET_CALLOC(&lc, 1, "a socket listen comm"));
+  ncclResult_t res = railnetConnListen(&lc->sock, railnetSocketDevAddr(dev), ncclSocketTypeNetSocket, &handle->addr);
+  if (res != ncclSuccess) {
+    free(lc);
+    return res;
+  }
+  railnetSocketThreadsAndSockets(dev, &lc->nThreads, &lc->nSocks);
+  lc->dev = dev;
+  handle->handleMagic = HANDLE_MAGIC;
+  handle->socketMagic = railnetSocketMagic();
+  handle->nSocks = lc->nSocks;
+  handle->nThreads = lc->nThreads;
+  memcpy(opaqueHandle, handle, sizeof(*handle));
+  *listenComm = lc;
+  return ncclSuccess;
+}
+
+/* A handle is read from another process (or from anything the caller got): check it all.
+ * The handle is NCCL_NET_HANDLE_MAXSIZE bytes at any alignment. */
+ncclResult_t railnetSocketCheckHandle(const void* handle) {
+  char a[SOCKET_NAME_MAXLEN];
+  socketHandle copy;
+  memcpy(&copy, handle, sizeof(copy));
+  const socketHandle* h = &copy;
+  NCCLCHECK(railnetConnCheckMagic("NET/Socket", "Socket", h->handleMagic, HANDLE_MAGIC));
+  if (!railnetSocketAddrUsable(&h->addr, a) || h->nSocks < 0 || h->nSocks > MAX_SOCKETS || h->nThreads < 0 ||
+      h->nThreads > MAX_THREADS || (h->nThreads == 0 && h->nSocks != 0) ||
+      (h->nThreads > 0 && h->nSocks % h->nThreads != 0)) {
+    WARN("NET/Socket : connect handle is invalid (address %s, %d sockets, %d threads)", a, h->nSocks, h->nThreads);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/*
+ * Non-blocking: each call advances the connection of socket `stage` (data sockets
+ * first, then the control socket); each socket announces its index after the
+ * handshake. *sendComm stays NULL until all are up.
+ */
+ncclResult_t ncclNetSocketConnect(void* ctx, int dev, void* opaqueHandle, void** sendComm,
+                                  ncclNetDeviceHandle_t** sendDevComm) {
+  (void)ctx;
+  if (opaqueHandle == NULL || sendComm == NULL) return ncclInvalidArgument;
+  NCCLCHECK(railnetSocketCheckDev(dev, "connect"));
+  if (sendDevComm) *sendDevComm = NULL;
+  *sendComm = NULL;
+  socketHandle hcopy; /* NCCL's handle may be unaligned: read it by value */
+  memcpy(&hcopy, opaqueHandle, sizeof(hcopy));
+  socketHandle* h = &hcopy;
+  connectState* st = (connectState*)railnetConnStageFind(&connectStates, opaqueHandle);
+  ncclResult_t res = ncclSuccess;
+  if (st == NULL) {
+    NCCLCHECK(railnetSocketCheckHandle(opaqueHandle));
+    NCCLCHECK(RAILNET_CALLOC(&st, 1, "a socket connect state"));
+    res = railnetSocketCommAlloc(&st->comm, h->nSocks, h->nThreads, 1);
+    if (res != ncclSuccess) {
+      free(st);
+      return res;
+    }
+    railnetConnStageAdd(&connectStates, &st->link, opaqueHandle, sizeof(socketHandle));
+  }
+  socketComm* c = st->comm;
+  while (st->link.state <= c->nSocks) {
+    struct ncclSocket* s = st->link.state == c->nSocks ? &c->ctrl : &c->socks[st->link.state];
+    if (!st->connecting) {
+      NCCLCHECKGOTO(ncclSocketInit(s, &h->addr, h->socketMagic, ncclSocketTypeNetSocket, NULL, 1), res, fail);
+      NCCLCHECKGOTO(ncclSocketConnect(s), res, fail);
+      st->connecting = 1;
+      st->idxOffset = 0;
+    }
+    int ready = 0;
+    NCCLCHECKGOTO(ncclSocketReady(s, &ready), res, fail);
+    if (!ready) return ncclSuccess;
+    int32_t idx = st->link.state;
+    int closed = 0;
+    NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_SEND, s, &idx, sizeof(idx), &st->idxOffset, &closed), res, fail);
+    if (closed) {
+      WARN("NET/Socket : listener closed the connection while connecting socket %d", st->link.state);
+      res = ncclRemoteError;
+      goto fail;
+    }
+    if (st->idxOffset < (int)sizeof(idx)) return ncclSuccess;
+    st->link.state++;
+    st->connecting = 0;
+  }
+  NCCLCHECKGOTO(railnetSocketCommStartThreads(c), res, fail);
+  *sendComm = c;
+  connectStateRemove(st);
+  return ncclSuccess;
+fail:
+  railnetSocketCommFree(c);
+  connectStateRemove(st);
+  return res;
+}
+
+/* A peer that dies while its comm is half connected closes the sockets already placed:
+ * fail the accept then, rather than wait for sockets that will never come. */
+static ncclResult_t acceptCheckPlaced(socketComm* c) {
+  for (int i = 0; i <= c->nSocks; i++) {
+    struct ncclSocket* s = i == c->nSocks ? &c->ctrl : &c->socks[i];
+    if (s->fd < 0) continue;
+    char b;
+    ssize_t n = recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      char a[SOCKET_NAME_MAXLEN];
+      WARN("NET/Socket : peer %s closed its connection while the comm was being set up (%s socket %d of %d "
+           "arrived): the peer process died or gave up; accept fails",
+           ncclSocketToString(&s->addr, a, 1), i == c->nSocks ? "control" : "data", i, c->nSocks + 1);
+      return ncclRemoteError;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_t** recvDevComm) {
+  socketListenComm* lc = (socketListenComm*)listenComm;
+  if (lc == NULL || recvComm == NULL) return ncclInvalidArgument;
+  if (recvDevComm) *recvDevComm = NULL;
+  *recvComm = NULL;
+  if (lc->comm == NULL) NCCLCHECK(railnetSocketCommAlloc(&lc->comm, lc->nSocks, lc->nThreads, 0));
+  socketComm* c = lc->comm;
+  while (lc->nAccepted < c->nSocks + 1) {
+    if (!lc->pendingActive) {
+      memset(&lc->pending, 0, sizeof(lc->pending));
+      lc->pending.fd = -1;
+      lc->pending.acceptFd = -1;
+      lc->pendingActive = 1;
+      lc->pendingIdxOffset = 0;
+    }
+    NCCLCHECK(ncclSocketAccept(&lc->pending, &lc->sock));
+    int ready = 0;
+    NCCLCHECK(ncclSocketReady(&lc->pending, &ready));
+    if (!ready) {
+      ncclResult_t r = acceptCheckPlaced(c);
+      if (r != ncclSuccess) { /* start afresh if the caller tries again */
+        railnetSocketCommFree(c);
+        lc->comm = NULL;
+        lc->nAccepted = 0;
+      }
+      return r;
+    }
+    int closed = 0;
+    ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &lc->pending, &lc->pendingIdx, sizeof(lc->pendingIdx),
+                                        &lc->pendingIdxOffset, &closed);
+    char a[SOCKET_NAME_MAXLEN];
+    if (r != ncclSuccess || closed) {
+      INFO(NCCL_NET, "NET/Socket : connection from %s closed before it said which socket it is; dropped it",
+           ncclSocketToString(&lc->pending.addr, a, 1));
+      ncclSocketClose(&lc->pending);
+      lc->pendingActive = 0;
+      continue;
+    }
+    if (lc->pendingIdxOffset < (int)sizeof(lc->pendingIdx)) return ncclSuccess;
+    int idx = lc->pendingIdx;
+    struct ncclSocket* slot = idx == c->nSocks ? &c->ctrl : (idx >= 0 && idx < c->nSocks ? &c->socks[idx] : NULL);
+    if (slot == NULL || slot->fd >= 0) {
+      WARN("NET/Socket : connection from %s announced socket index %d, expected an unused one of 0..%d; dropped it",
+           ncclSocketToString(&lc->pending.addr, a, 1), idx, c->nSocks);
+      ncclSocketClose(&lc->pending);
+      lc->pendingActive = 0;
+      continue;
+    }
+    *slot = lc->pending;
+    slot->acceptFd = -1;
+    lc->pendingActive = 0;
+    lc->nAccepted++;
+  }
+  NCCLCHECK(railnetSocketCommStartThreads(c));
+  *recvComm = c;
+  lc->comm = NULL;
+  lc->nAccepted = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclNetSocketCloseListen(void* listenComm) {
+  socketListenComm* lc = (socketListenComm*)listenComm;
+  if (lc == NULL) return ncclSuccess;
+  if (lc->pendingActive && lc->pending.fd >= 0) ncclSocketClose(&lc->pending);
+  railnetSocketCommFree(lc->comm);
+  ncclSocketClose(&lc->sock);
+  free(lc);
+  return ncclSuccess;
+}
