@@ -512,6 +512,65 @@ TEST(RailnetDiag, WatchRetransmissionsAndJsonGrowth) {
       << r.out;
 }
 
+// Pause and per-priority discard counters, as a driver that puts them in hw_counters/ would
+// show them (the classifier takes a counter from either source; mlx5 has them in ethtool -S,
+// whose ioctl reading is tested on a veth in the netns tier).
+TEST(RailnetDiag, WatchPauseGrowthIsBackPressure) {
+  CongestionTree t({{"rx_prio3_pause", 10}, {"tx_prio3_pause", 0}, {"rx_prio0_pause", 0}});
+  ToolRun r = sh(watch(t, {{"rx_prio3_pause", 60}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto l = linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) pause frames grew in 3 s (rx_prio3_pause +50; priorities "
+                            "with pause frames: 3): the fabric is back-pressuring");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: received pause: a switch downstream") && has(l[0], "NCCL_IB_TC/NCCL_IB_SL") &&
+              has(l[0], "buffer and PFC config"))
+      << l[0];
+
+  // Pause frames on another priority than NCCL's: the PFC priority and the traffic class disagree.
+  r = sh(watch(t, {{"rx_prio0_pause", 70}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 1) << r.out;
+  l = linesWith(r.out, "PROBLEM: mlx5_0:1 (rnt-nodev0) pause frames grew in 3 s on priority 0 (rx_prio0_pause +70), but "
+                       "NCCL_IB_TC=106 (DSCP 26) puts NCCL's traffic on priority 3: the PFC priority does not match");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: make the PFC priority and NCCL's traffic class agree")) << l[0];
+}
+
+TEST(RailnetDiag, WatchDropsOnALosslessPriorityMeanPfcIsNotEndToEnd) {
+  CongestionTree t({{"rx_prio3_buf_discard", 0}, {"rx_prio5_buf_discard", 0}, {"rx_prio4_pause", 3}});
+  ToolRun r = sh(watch(t, {{"rx_prio3_buf_discard", 9}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 (rnt-nodev0) dropped 9 packets in 3 s on priority 3, which should be "
+                            "lossless (NCCL_IB_TC=106 (DSCP 26) puts NCCL's traffic on priority 3): PFC is not enabled on "
+                            "that priority end to end");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: enable PFC on that priority") && has(l[0], "every switch port")) << l[0];
+
+  // Priority 4 carries pause frames, so it is meant to be lossless too, NCCL_IB_TC or not.
+  r = sh(watch(t, {{"rx_prio4_buf_discard", 2}}));
+  EXPECT_EQ(r.status, 0) << r.out;  // rx_prio4_buf_discard did not exist at the start: not compared
+  t.set("rx_prio4_buf_discard", 0);
+  r = sh(watch(t, {{"rx_prio4_buf_discard", 2}}));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(linesWith(r.out, "on priority 4, which should be lossless (it carries PFC pause frames)").size(), 1u) << r.out;
+
+  // A priority that nothing makes lossless: a warning naming the counter.
+  r = sh(watch(t, {{"rx_prio5_buf_discard", 4}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) discarded packets in 3 s (rx_prio5_buf_discard +4)").size(),
+            1u)
+      << r.out;
+}
+
+TEST(RailnetDiag, DropsOnALosslessPrioritySinceBootWarn) {
+  CongestionTree t({{"rx_prio3_buf_discard", 7}});
+  ToolRun r = sh(t.env() + "NCCL_SOCKET_IFNAME=lo NCCL_IB_TC=106 " + diag());
+  auto l = linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) dropped 7 packets on priority 3, which should be lossless");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: run railnet-diag --watch 60 during a job")) << l[0];
+  r = sh(t.env() + "NCCL_SOCKET_IFNAME=lo " + diag());  // priority 3 is nobody's lossless one here
+  EXPECT_TRUE(linesWith(r.out, "should be lossless").empty()) << r.out;
+}
+
 // The usage-error shape and --version, the same in all three tools (tools/common/cli.h).
 struct ToolCase {
   std::string name;

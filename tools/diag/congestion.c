@@ -244,6 +244,19 @@ void congestionWatchTick(int t) {
   tPrev = now;
 }
 
+/* The sums over the counters of c that other has too: a counter that appeared or vanished
+ * during the watch has no growth. */
+static void sumOfCommon(const congSample* c, const congSample* other, railnetCongestion* sum) {
+  static congSample common;
+  common.n = 0;
+  for (int k = 0; k < c->n; k++)
+    if (valueIn(other, c->s[k].name, c->fromEth[k]) >= 0) {
+      common.s[common.n] = c->s[k];
+      common.fromEth[common.n++] = c->fromEth[k];
+    }
+  sumOf(&common, sum);
+}
+
 /* "name +delta, name +delta" of the counters of kind that grew (on priority prio, or all). */
 static void grownList(int i, railnetCtrKind kind, int prio, char* buf, size_t size) {
   size_t len = 0;
@@ -271,8 +284,8 @@ static uint64_t grownPrio(const railnetCongestion* a, const railnetCongestion* b
 static void judgeGrowth(int i, int seconds) {
   const portInfo* p = &ports[i];
   railnetCongestion a, b;
-  sumOf(&first[i], &a);
-  sumOf(&prev[i], &b);
+  sumOfCommon(&first[i], &prev[i], &a);
+  sumOfCommon(&prev[i], &first[i], &b);
   char why[160], list[512], prios[32], where[96];
   int np = ncclPriority(why, sizeof(why));
   unsigned lossless = losslessMask(&a, &b);
