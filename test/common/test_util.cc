@@ -93,3 +93,12 @@ ToolRun shellRun(const std::string& cmd) {
   if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
   return r;
 }
+
+std::vector<std::string> linesWith(const std::string& s, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (has(line, needle)) out.push_back(line);
+  return out;
+}

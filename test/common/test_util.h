@@ -75,6 +75,8 @@ class TempDir {
 inline bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 // The first line of s that starts with prefix ("" if none).
 std::string lineStarting(const std::string& s, const std::string& prefix);
+// The lines of s that contain needle.
+std::vector<std::string> linesWith(const std::string& s, const std::string& needle);
 // The whole file ("" when it cannot be read).
 std::string readFile(const std::string& path);
 

@@ -2,7 +2,8 @@
 // (the tier's VM: rxe0/rxe1 on a veth pair, 198.18.0.1/.2). Skips without two RDMA devices.
 //  - railnet-diag (text and --json) lists both devices as ACTIVE Ethernet ports on their
 //    netdevs, prints their GID tables as sysfs has them, the chosen index the tier expects
-//    (SOFTROCE_GID_INDEXES: the RoCE v2 IPv4 entry) and the error counters rxe exposes;
+//    (SOFTROCE_GID_INDEXES: the RoCE v2 IPv4 entry), the error counters rxe exposes and, in
+//    the congestion section, the ethtool statistics of each device's veth (none flagged);
 //  - railnet-perf through the plugin (RAILNET_TRANSPORT=ib) between a server on one device
 //    and a client on the other: a sweep to 1 MiB, and multi-receive over several comm pairs
 //    (--recvs/--comms), with the bytes test() reported on both sides checked per size.
@@ -133,6 +134,13 @@ TEST_F(ToolsSoftRoce, DiagListsDevicesGidTablesAndCounters) {
     }
     EXPECT_GT(exposed, 0) << "rxe exposes none of the error counters railnet-diag reads";
     EXPECT_FALSE(has(ctr, "no error counters exposed")) << ctr;
+
+    // The congestion section: rxe has no congestion counters; its veth's ethtool statistics are
+    // read through the ioctl and none is about pause, discards or congestion.
+    EXPECT_TRUE(has(r.out, "  " + devs[i] + ":1 (netdev " + netdevs[i] + ")\n")) << r.out;
+    EXPECT_TRUE(has(r.out, "    ethtool -S " + netdevs[i] + ": ") &&
+                has(r.out, " statistics, 0 of them about pause, discards or congestion"))
+        << r.out;
   }
 
   ToolRun j = shellRun("timeout 60 " + buildTool("railnet-diag") + " --json");

@@ -11,6 +11,10 @@
 #include "plugin_loader.h"
 #include "perf_json.h"
 
+extern "C" {
+#include "ethtool.h"
+}
+
 namespace {
 
 double nowMs() {
@@ -69,6 +73,18 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
   // A lowered locked-memory limit is reported (a warning here: no RDMA port in this tree).
   r = a.exec("ulimit -l 32 && " + env + buildTool("railnet-diag"));
   EXPECT_TRUE(has(r.out, "the locked-memory limit is 32 KiB")) << r.out;
+
+  // NCCL_SOCKET_IFNAME set but naming no interface: ignored with a warning; the chain decides
+  // (ib0 is still down: eth0).
+  for (const char* spec : {"", "=", "^", ",", "^="}) {
+    r = a.exec(env + "NCCL_SOCKET_IFNAME='" + spec + "' " + buildTool("railnet-diag"));
+    EXPECT_TRUE(has(r.out, "selected: eth0 (198.18.3.1) -- by step: any but docker*, lo, virbr*")) << spec << "\n"
+                                                                                                 << r.out;
+    EXPECT_TRUE(has(r.out, std::string("WARNING: NCCL_SOCKET_IFNAME=\"") + spec +
+                               "\" (environment) names no interface: it is ignored and the automatic choice is used "
+                               "instead (eth0 (198.18.3.1))"))
+        << spec << "\n" << r.out;
+  }
 }
 
 // Two namespaces joined by a veth pair, eth0 at 198.18.<net>.1 (a) and .2 (b).
@@ -252,6 +268,67 @@ TEST(ToolsNetns, PerfUseCudaSaysWhatIsMissing) {
   NetNsResult r = b.exec(env + perfCmd() + "--loopback --use-cuda=x", 20000);
   EXPECT_EQ(r.exitCode, 2) << r.describe();
   EXPECT_TRUE(has(r.out, "--use-cuda=GPU takes a GPU index, not 'x'")) << r.out;
+}
+
+// The ethtool reader on a real veth (railnetEthtoolStats through SIOCETHTOOL): veth's own
+// statistics, none of them a congestion counter; railnet-diag on a RoCE port whose netdev is
+// that veth reads them and flags nothing, also under --watch while traffic crosses the veth.
+TEST(ToolsNetns, EthtoolStatisticsOfAVeth) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("eth"), b("peer");
+  ASSERT_TRUE(vethPair(a, b, 9));
+  NetNsResult r = a.run([](NetNsIo& io) {
+    railnetStats st;
+    int err = railnetEthtoolStats("eth0", &st);
+    io.say("err " + std::to_string(err) + " count " + std::to_string(st.count));
+    int classified = 0;
+    for (int i = 0; i < st.count; i++) {
+      io.say(std::string("stat ") + st.stats[i].name);
+      classified += railnetCounterClassify(st.stats[i].name).kind != RAILNET_CTR_OTHER;
+    }
+    io.say("classified " + std::to_string(classified));
+    railnetStatsFree(&st);
+    return 0;
+  });
+  ASSERT_TRUE(r.success()) << r.describe();
+  EXPECT_TRUE(has(r.out, "err 0 count ")) << r.out;
+  EXPECT_TRUE(has(r.out, "stat peer_ifindex\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "classified 0\n")) << r.out;
+
+  TempDir d;
+  std::string port = "class/infiniband/mlx5_0/ports/1/";
+  d.write(port + "state", "4: ACTIVE\n");
+  d.write(port + "phys_state", "5: LinkUp\n");
+  d.write(port + "link_layer", "Ethernet\n");
+  d.write(port + "rate", "100 Gb/sec (4X EDR)\n");
+  d.write(port + "gids/0", "0000:0000:0000:0000:0000:ffff:c612:0901\n");
+  d.write(port + "gid_attrs/types/0", "RoCE v2\n");
+  d.write(port + "gid_attrs/ndevs/0", "eth0\n");
+  d.write(port + "hw_counters/np_ecn_marked_roce_packets", "0\n");
+  d.write(port + "hw_counters/np_cnp_sent", "0\n");
+  std::string env = std::string(kClean) + "SYSFS_PATH=" + d.path() + " HOME=" + d.path() + " NCCL_SOCKET_IFNAME==eth0 ";
+  r = a.exec(env + buildTool("railnet-diag"));
+  EXPECT_TRUE(has(r.out, "  mlx5_0:1 (netdev eth0)\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "    ethtool -S eth0: ") && has(r.out, " statistics, 0 of them about pause, discards or congestion"))
+      << r.out;
+  EXPECT_TRUE(linesWith(r.out, "mlx5_0:1").size() >= 1) << r.out;
+  for (const std::string& l : linesWith(r.out, "ARNING")) EXPECT_FALSE(has(l, "mlx5_0:1")) << l;
+  for (const std::string& l : linesWith(r.out, "PROBLEM")) EXPECT_FALSE(has(l, "mlx5_0:1")) << l;
+  r = a.exec(env + buildTool("railnet-diag") + " --json");
+  EXPECT_EQ(jsonProblem(r.out), "") << r.out;
+  EXPECT_EQ(pythonOnJson(r.out, "p = d['congestion']['ports'][0]\n"
+                                "print(p['netdev'], p['ethtool'], p['ethtool_error'], p['ethtool_statistics'] > 0)"),
+            "eth0 {} None True\n")
+      << r.out;
+
+  // --watch while UDP datagrams cross the veth: nothing is a congestion finding.
+  r = a.exec("python3 -c 'import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "for i in range(30):\n  s.sendto(bytes(1000), (\"198.18.9.2\", 9)); time.sleep(0.05)' & " +
+             env + buildTool("railnet-diag") + " --watch 2; rc=$?; wait; exit $rc");
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_TRUE(has(r.out, "and the congestion counters of 1 RoCE port(s)")) << r.out;
+  EXPECT_TRUE(has(r.out, "  none: no congestion counter grew")) << r.out;
+  EXPECT_TRUE(has(r.out, "0 problem(s), 0 warning(s)")) << r.out;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // status, never on speed.
 #include <sys/wait.h>
 #include <unistd.h>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,16 +30,6 @@ ToolRun shSplit(const std::string& cmd, std::string* err) {
   ToolRun r = sh("{ { " + cmd + "; } 2>" + d.path() + "/err; }");
   *err = readFile(d.path() + "/err");
   return r;
-}
-
-// The lines of s that contain needle.
-std::vector<std::string> linesWith(const std::string& s, const std::string& needle) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (has(line, needle)) out.push_back(line);
-  return out;
 }
 
 // A sysfs tree with four ports: two RoCE (one downshifted), one IB in INIT, one IB active.
@@ -360,6 +351,186 @@ TEST(RailnetPerf, RolesFromLauncherRank) {
   std::string srv = sh("cat " + d.path() + "/r0.out").out;
   EXPECT_EQ(jsonProblem(srv), "") << srv;       // the server's
   EXPECT_EQ(pythonOnJson(srv, "print(d[\"role\"], len(d[\"received\"]))"), "receiver 2\n") << srv;
+}
+
+// ---------------------------------------------------------------- RoCE congestion counters
+// An mlx5-style RoCE port: hw_counters/ with the congestion counters (and two error counters),
+// its netdev a name that exists nowhere (no ethtool statistics: the fake tree has no NIC).
+struct CongestionTree : FakeSysfs {
+  std::string hw = "class/infiniband/mlx5_0/ports/1/hw_counters/";
+  explicit CongestionTree(std::map<std::string, int> values = {}) {
+    port("mlx5_0", "4: ACTIVE", "Ethernet", "200 Gb/sec (4X HDR)");
+    gid("mlx5_0", 0, "0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2", "rnt-nodev0");
+    std::map<std::string, int> all = {{"np_cnp_sent", 0},     {"np_ecn_marked_roce_packets", 0},
+                                      {"rp_cnp_handled", 0},  {"rp_cnp_ignored", 0},
+                                      {"out_of_buffer", 0},   {"roce_adp_retrans", 0},
+                                      {"roce_slow_restart", 0}, {"packet_seq_err", 0},
+                                      {"out_of_sequence", 0}};
+    for (auto& kv : values) all[kv.first] = kv.second;
+    for (auto& kv : all) set(kv.first, kv.second);
+  }
+  std::string set(const std::string& counter, int v) { return dir.write(hw + counter, std::to_string(v) + "\n"); }
+  // A shell command that sets the counters to these values after a second.
+  std::string later(const std::map<std::string, int>& values) {
+    std::string cmd = "(sleep 1";
+    for (auto& kv : values) cmd += "; echo " + std::to_string(kv.second) + " > " + dir.path() + "/" + hw + kv.first;
+    return cmd + ") & ";
+  }
+};
+
+// railnet-diag --watch 3 on t while the counters in grow change after a second.
+std::string watch(CongestionTree& t, const std::map<std::string, int>& grow, const std::string& env = "",
+                  const std::string& args = "") {
+  return t.later(grow) + t.env() + env + diag() + " --watch 3" + args + "; rc=$?; wait; exit $rc";
+}
+
+TEST(RailnetDiag, CongestionSectionShowsTheCountersByKind) {
+  CongestionTree t({{"np_ecn_marked_roce_packets", 12}, {"np_cnp_sent", 12}, {"rp_cnp_handled", 3}});
+  ToolRun r = sh(t.env() + "NCCL_SOCKET_IFNAME=lo NCCL_IB_TC=106 " + diag());
+  EXPECT_TRUE(has(r.out, "== RoCE congestion and lossless fabric")) << r.out;
+  EXPECT_TRUE(has(r.out, "  mlx5_0:1 (netdev rnt-nodev0)\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "    ECN marked      np_ecn_marked_roce_packets=12\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "    CNP sent        np_cnp_sent=12\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "    retransmission  roce_adp_retrans=0 roce_slow_restart=0\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "    ethtool -S rnt-nodev0: not read: No such device")) << r.out;
+  EXPECT_TRUE(has(r.out, "lossless priorities (NCCL's, and those with pause frames): 3 -- NCCL_IB_TC=106 (DSCP 26) "
+                         "puts NCCL's traffic on priority 3"))
+      << r.out;
+  EXPECT_FALSE(has(r.out, "packet_seq_err=0 out_of")) << r.out;  // error counters stay in their section
+  EXPECT_TRUE(linesWith(r.out, "CNP since boot").empty()) << r.out;
+
+  std::string err;
+  r = shSplit(t.env() + "NCCL_SOCKET_IFNAME=lo " + diag() + " --json", &err);
+  ASSERT_EQ(jsonProblem(r.out), "") << r.out;
+  EXPECT_EQ(pythonOnJson(r.out, "p = d['congestion']['ports'][0]\n"
+                                "print(p['device'], p['netdev'], p['hw_counters']['np_ecn_marked_roce_packets'],\n"
+                                "      p['hw_counters']['rp_cnp_handled'], 'packet_seq_err' in p['hw_counters'],\n"
+                                "      p['ethtool'], p['ethtool_error'], d['congestion']['nccl_priority'])"),
+            "mlx5_0 rnt-nodev0 12 3 False {} No such device -1\n")
+      << r.out;
+}
+
+TEST(RailnetDiag, CongestionEcnWithoutCnpSinceBootWarns) {
+  CongestionTree t({{"np_ecn_marked_roce_packets", 500}});
+  ToolRun r = sh(t.env() + "NCCL_SOCKET_IFNAME=lo " + diag());
+  auto l = linesWith(r.out, "WARNING: mlx5_0:1 received 500 ECN-marked packets and sent no CNP since boot");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: run railnet-diag --watch 60") && has(l[0], "roce_np/enable")) << l[0];
+}
+
+TEST(RailnetDiag, WatchStaticCongestionCountersFlagNothing) {
+  CongestionTree t({{"np_ecn_marked_roce_packets", 40}, {"np_cnp_sent", 40}});
+  ToolRun r = sh(watch(t, {}, "NCCL_SOCKET_IFNAME=lo "));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "and the congestion counters of 1 RoCE port(s)")) << r.out;
+  EXPECT_TRUE(has(r.out, "  none: no congestion counter grew")) << r.out;
+  EXPECT_TRUE(has(r.out, "0 problem(s), 0 warning(s)")) << r.out;
+}
+
+TEST(RailnetDiag, WatchEcnAndCnpGrowthIsCongestionThatDcqcnHandles) {
+  CongestionTree t({{"np_ecn_marked_roce_packets", 40}, {"np_cnp_sent", 40}, {"rp_cnp_handled", 5}});
+  ToolRun r = sh(watch(t, {{"np_ecn_marked_roce_packets", 340}, {"np_cnp_sent", 310}, {"rp_cnp_handled", 65}}));
+  EXPECT_EQ(r.status, 0) << r.out;  // a warning: congestion is handled
+  EXPECT_TRUE(has(r.out, "mlx5_0:1 np_ecn_marked_roce_packets +300 (")) << r.out;
+  EXPECT_TRUE(has(r.out, "/s, now 340)")) << r.out;
+  auto l = linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) congestion in 3 s: ECN-marked packets +300, CNPs sent "
+                            "+270, CNPs handled +60: DCQCN is working");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: look for incast") && has(l[0], "NCCL_IB_TC")) << l[0];
+  EXPECT_TRUE(linesWith(r.out, "PROBLEM").empty()) << r.out;
+
+}
+
+TEST(RailnetDiag, WatchEcnMarksWithoutCnpsIsCongestionControlDisabled) {
+  CongestionTree t;
+  ToolRun r = sh(watch(t, {{"np_ecn_marked_roce_packets", 900}}));
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 (rnt-nodev0) received 900 ECN-marked packets in 3 s and sent no CNP: "
+                            "congestion control (DCQCN) is disabled on this NIC");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: enable RoCE congestion control") && has(l[0], "roce_np/enable")) << l[0];
+  EXPECT_TRUE(linesWith(r.out, "DCQCN is working").empty()) << r.out;
+
+  // The reaction point: CNPs arrive and are ignored.
+  CongestionTree t2;
+  r = sh(watch(t2, {{"rp_cnp_ignored", 25}}));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(linesWith(r.out, "PROBLEM: mlx5_0:1 (rnt-nodev0) ignored 25 CNPs in 3 s and handled none").size(), 1u)
+      << r.out;
+}
+
+TEST(RailnetDiag, WatchRetransmissionsAndJsonGrowth) {
+  CongestionTree t;
+  std::string err;
+  ToolRun r = shSplit(watch(t, {{"roce_adp_retrans", 6}, {"out_of_buffer", 2}}, "", " --json"), &err);
+  ASSERT_EQ(jsonProblem(r.out), "") << r.out;
+  EXPECT_EQ(pythonOnJson(r.out, "for g in d['watch']['congestion_growth']:\n"
+                                "  print(g['device'], g['port'], g['source'], g['counter'], g['kind'], g['delta'],\n"
+                                "        g['per_second'] > 0)\n"
+                                "print(sorted(f['severity'] + ' ' + f['cause'].split(' (')[0] for f in d['findings']))"),
+            "mlx5_0 1 hw_counters out_of_buffer out of buffer 2 True\n"
+            "mlx5_0 1 hw_counters roce_adp_retrans retransmission 6 True\n"
+            "['warning mlx5_0:1', 'warning mlx5_0:1']\n")
+      << r.out;
+}
+
+// Pause and per-priority discard counters, as a driver that puts them in hw_counters/ would
+// show them (the classifier takes a counter from either source; mlx5 has them in ethtool -S,
+// whose ioctl reading is tested on a veth in the netns tier).
+TEST(RailnetDiag, WatchPauseGrowthIsBackPressure) {
+  CongestionTree t({{"rx_prio3_pause", 10}, {"tx_prio3_pause", 0}, {"rx_prio0_pause", 0}});
+  ToolRun r = sh(watch(t, {{"rx_prio3_pause", 60}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto l = linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) pause frames grew in 3 s (rx_prio3_pause +50; priorities "
+                            "with pause frames: 3): the fabric is back-pressuring");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: received pause: a switch downstream") && has(l[0], "NCCL_IB_TC/NCCL_IB_SL") &&
+              has(l[0], "buffer and PFC config"))
+      << l[0];
+
+  // Pause frames on another priority than NCCL's: the PFC priority and the traffic class disagree.
+  r = sh(watch(t, {{"rx_prio0_pause", 70}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 1) << r.out;
+  l = linesWith(r.out, "PROBLEM: mlx5_0:1 (rnt-nodev0) pause frames grew in 3 s on priority 0 (rx_prio0_pause +70), but "
+                       "NCCL_IB_TC=106 (DSCP 26) puts NCCL's traffic on priority 3: the PFC priority does not match");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: make the PFC priority and NCCL's traffic class agree")) << l[0];
+}
+
+TEST(RailnetDiag, WatchDropsOnALosslessPriorityMeanPfcIsNotEndToEnd) {
+  CongestionTree t({{"rx_prio3_buf_discard", 0}, {"rx_prio5_buf_discard", 0}, {"rx_prio4_pause", 3}});
+  ToolRun r = sh(watch(t, {{"rx_prio3_buf_discard", 9}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 (rnt-nodev0) dropped 9 packets in 3 s on priority 3, which should be "
+                            "lossless (NCCL_IB_TC=106 (DSCP 26) puts NCCL's traffic on priority 3): PFC is not enabled on "
+                            "that priority end to end");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: enable PFC on that priority") && has(l[0], "every switch port")) << l[0];
+
+  // Priority 4 carries pause frames, so it is meant to be lossless too, NCCL_IB_TC or not.
+  r = sh(watch(t, {{"rx_prio4_buf_discard", 2}}));
+  EXPECT_EQ(r.status, 0) << r.out;  // rx_prio4_buf_discard did not exist at the start: not compared
+  t.set("rx_prio4_buf_discard", 0);
+  r = sh(watch(t, {{"rx_prio4_buf_discard", 2}}));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(linesWith(r.out, "on priority 4, which should be lossless (it carries PFC pause frames)").size(), 1u) << r.out;
+
+  // A priority that nothing makes lossless: a warning naming the counter.
+  r = sh(watch(t, {{"rx_prio5_buf_discard", 4}}, "NCCL_IB_TC=106 "));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) discarded packets in 3 s (rx_prio5_buf_discard +4)").size(),
+            1u)
+      << r.out;
+}
+
+TEST(RailnetDiag, DropsOnALosslessPrioritySinceBootWarn) {
+  CongestionTree t({{"rx_prio3_buf_discard", 7}});
+  ToolRun r = sh(t.env() + "NCCL_SOCKET_IFNAME=lo NCCL_IB_TC=106 " + diag());
+  auto l = linesWith(r.out, "WARNING: mlx5_0:1 (rnt-nodev0) dropped 7 packets on priority 3, which should be lossless");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "Fix: run railnet-diag --watch 60 during a job")) << l[0];
+  r = sh(t.env() + "NCCL_SOCKET_IFNAME=lo " + diag());  // priority 3 is nobody's lossless one here
+  EXPECT_TRUE(linesWith(r.out, "should be lossless").empty()) << r.out;
 }
 
 // The usage-error shape and --version, the same in all three tools (tools/common/cli.h).

@@ -1,5 +1,5 @@
 /* Port error counters: the counters section (values since boot or the last reset) and
- * --watch (their growth, sampled every second). */
+ * --watch (their growth, sampled every second; with the congestion counters of congestion.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +103,8 @@ int watchCounters(int seconds) {
   for (int i = 0; i < nPorts; i++)
     for (int c = 0; c < N_COUNTERS; c++) first[i][c] = prev[i][c] = readCounter(&ports[i], c);
   text("watching error counters of %d port(s) for %d s (growth per second is printed)\n", nPorts, seconds);
+  int roce = congestionWatchStart();
+  if (roce) text("and the congestion counters of %d RoCE port(s): hw_counters/, ethtool -S of the netdev\n", roce);
   fflush(stdout);
   for (int t = 1; t <= seconds; t++) {
     sleep(1);
@@ -114,6 +116,7 @@ int watchCounters(int seconds) {
                v - prev[i][c], v);
         prev[i][c] = v;
       }
+    congestionWatchTick(t);
     fflush(stdout);
   }
   jOpen("growth", '[');
@@ -134,11 +137,13 @@ int watchCounters(int seconds) {
     }
   jClose(']');
   if (!grew) text("  none: no error counter grew\n");
+  grew |= congestionWatchEnd(seconds);
   jClose('}');
   for (int i = 0; i < nPorts; i++)
     for (int c = 0; c < N_COUNTERS; c++)
       if (first[i][c] >= 0 && prev[i][c] > first[i][c])
         PROBLEM(counterDefs[c].fix, "%s:%d %s grew by %lld in %d s: %s", ports[i].dev, ports[i].port,
                 counterDefs[c].name, prev[i][c] - first[i][c], seconds, counterDefs[c].cause);
+  congestionWatchJudge(seconds);
   return grew;
 }

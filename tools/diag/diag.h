@@ -13,6 +13,7 @@
  *   rdma.c        the RDMA ports section
  *   gids.c        the GID tables section
  *   counters.c    port error counters and --watch
+ *   congestion.c  RoCE congestion and lossless-fabric counters (hw_counters, ethtool -S)
  *   gpudirect.c   GPUDirect RDMA
  *   memlock.c     RLIMIT_MEMLOCK
  *   params.c      the param table
@@ -110,6 +111,14 @@ void sectionRdma(void);       /* rdma.c */
 void sectionGids(void);       /* gids.c */
 void sectionCounters(void);   /* counters.c */
 int watchCounters(int seconds);
+void sectionCongestion(void); /* congestion.c */
+/* --watch's part for the congestion counters, called by watchCounters: the first sample
+ * (returns the RoCE ports watched), one per second (prints growth), the growth over the
+ * watch (in the "watch" object; returns whether any grew), and its findings. */
+int congestionWatchStart(void);
+void congestionWatchTick(int t);
+int congestionWatchEnd(int seconds);
+void congestionWatchJudge(int seconds);
 void sectionGpuDirect(void);  /* gpudirect.c */
 void sectionMemlock(void);    /* memlock.c */
 void sectionParams(int all);  /* params.c: every param, or (all == 0) those not at their default */

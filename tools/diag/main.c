@@ -2,11 +2,11 @@
  * railnet-diag: what railnet sees on this host, what it would choose, and what is wrong.
  * Read-only; needs no root. Every problem is printed with its cause and its fix.
  *
- *   railnet-diag [--json] [--params] [--watch SECONDS] [--help]
+ *   railnet-diag [--json] [--params] [--watch SECONDS] [--help] [--version]
  *
  * Sections: interfaces (and ncclFindInterfaces' choice), TCP ports, RDMA ports, GID tables,
- * port error counters, GPUDirect, locked memory, settings. sysfs is read under $SYSFS_PATH
- * (default /sys), as libibverbs and railnet's IB transport do.
+ * port error counters, RoCE congestion counters, GPUDirect, locked memory, settings. sysfs is
+ * read under $SYSFS_PATH (default /sys), as libibverbs and railnet's IB transport do.
  * Exit status: 0 nothing wrong (warnings allowed), 1 a problem was found, 2 usage error.
  * The parts are in tools/diag/ (see diag.h).
  */
@@ -34,6 +34,7 @@ static void runSections(const diagOptions* o, const char* host) {
     sectionRdma();
     sectionGids();
     sectionCounters();
+    sectionCongestion();
     sectionGpuDirect();
     sectionMemlock();
     sectionParams(0);
