@@ -17,6 +17,7 @@
  *   gpudirect.c   GPUDirect RDMA
  *   memlock.c     RLIMIT_MEMLOCK
  *   params.c      the param table
+ *   pair*.c       --serve / --pair: the checks between two nodes (pair.h)
  */
 #ifndef RAILNET_TOOLS_DIAG_H_
 #define RAILNET_TOOLS_DIAG_H_
@@ -29,7 +30,14 @@ typedef struct {
   int json;   /* --json */
   int params; /* --params */
   int watch;  /* --watch SECONDS, -1 without */
+  /* the checks between two nodes (pair.h): --serve | --pair HOST[:P], --port P, --timeout S, --bw */
+  int serve;
+  const char* pair;
+  int port, timeout, bw;
 } diagOptions;
+/* pair_options.c: --serve, --pair, --port, --timeout at argv[*i]: -2 taken (and *i moved on),
+ * -1 not one of them, else the exit status of a usage error. */
+int diagParsePairOption(int argc, char** argv, int* i, diagOptions* o);
 /* Parses argv into o; returns -1 to go on, else the exit status (--help, usage error). */
 int diagParseOptions(int argc, char** argv, diagOptions* o);
 
@@ -120,5 +128,6 @@ int watchCounters(int seconds);
 void sectionGpuDirect(void);  /* gpudirect.c */
 void sectionMemlock(void);    /* memlock.c */
 void sectionParams(int all);  /* params.c: every param, or (all == 0) those not at their default */
+int diagPairMain(const diagOptions* o); /* pair_options.c: --serve / --pair; the exit status */
 
 #endif

@@ -7,6 +7,8 @@
 static void usage(FILE* f) {
   fprintf(f,
           "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help]\n"
+          "       railnet-diag --serve [--port P] [--timeout S]\n"
+          "       railnet-diag --pair HOST[:P] [--port P] [--json]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
           "Read-only; no root needed.\n"
           "\n"
@@ -18,6 +20,11 @@ static void usage(FILE* f) {
           "                   file, default) and doc\n"
           "  --watch SECONDS  only the port error counters: sample them every second for SECONDS\n"
           "                   and print their growth (run it while a job runs)\n"
+          "  --serve          answer --pair probes from another node for at most --timeout S seconds\n"
+          "                   (default 120) on TCP port --port P (default 18517), then exit\n"
+          "  --pair HOST[:P]  check TCP (every interface pair, both ways) and RDMA (every active port x\n"
+          "                   GID, RC QP write + read) against a --serve on HOST, then print the\n"
+          "                   settings to use on both nodes; exit 0 when the chosen paths work\n"
           "  --json           the same facts as one JSON object on stdout\n"
           "  --help           this text\n"
           "\n"
@@ -31,7 +38,11 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
   o->json = 0;
   o->params = 0;
   o->watch = -1;
+  o->serve = 0, o->pair = NULL, o->port = 18517, o->timeout = 120, o->bw = 0;
   for (int i = 1; i < argc; i++) {
+    int pr = diagParsePairOption(argc, argv, &i, o);
+    if (pr >= 0) return pr;
+    if (pr == -2) continue;
     if (!strcmp(argv[i], "--json")) o->json = 1;
     else if (!strcmp(argv[i], "--params")) o->params = 1;
     else if (!strcmp(argv[i], "--watch") && i + 1 < argc) {
