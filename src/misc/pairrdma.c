@@ -59,7 +59,7 @@ static void portEntries(struct ibv_context* ctx, const char* dev, int port, cons
                         railnetPairGidChooser chooser, railnetPairRdmaEntry* out, int max, int* n) {
   int chosen = chooser ? chooser(ctx, dev, port, a) : 0;
   int flags = RAILNET_PAIR_GID_CHOSEN | (railnetParamIntByName("NCCL_IB_GID_INDEX") >= 0 ? RAILNET_PAIR_GID_FORCED : 0);
-  struct ibv_gid_entry tbl[64];
+  struct ibv_gid_entry tbl[512];
   ssize_t cnt = 0;
   int supported = 0;
   if (a->link_layer == IBV_LINK_LAYER_ETHERNET &&

@@ -49,9 +49,12 @@ static void gidText(const railnetPairRdmaEntry* e, char* buf, size_t size) {
   static const uint8_t pre[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   if (memcmp(e->gid, pre, 12) == 0) inet_ntop(AF_INET, e->gid + 12, g, sizeof(g));
   else inet_ntop(AF_INET6, e->gid, g, sizeof(g));
-  sfmt(buf, size, "%s:%u gid %d %s %s%s", e->dev, e->port, e->gidIndex,
-       e->roceVer ? (e->roceVer == 2 ? "v2" : "v1") : e->linkLayer == IBV_LINK_LAYER_ETHERNET ? "empty" : "IB",
-       e->roceVer ? g : "", e->isAuto & RAILNET_PAIR_GID_FORCED ? " *forced" : e->isAuto ? " *" : "");
+  const char* mark = e->isAuto & RAILNET_PAIR_GID_FORCED ? " *forced" : e->isAuto ? " *" : "";
+  if (e->roceVer)
+    sfmt(buf, size, "%s:%u gid %d v%d %s%s", e->dev, e->port, e->gidIndex, e->roceVer, g, mark);
+  else
+    sfmt(buf, size, "%s:%u gid %d %s%s", e->dev, e->port, e->gidIndex,
+         e->linkLayer == IBV_LINK_LAYER_ETHERNET ? "empty" : "IB", mark);
 }
 
 static void jEntry(const char* key, const railnetPairRdmaEntry* e) {
@@ -178,6 +181,11 @@ int rdmaSection(const pairState* st) {
   return ok;
 }
 
+/* Which working index to recommend: RoCE v2 over v1, routable over link-local (fe80::). */
+static int gidScore(const railnetPairRdmaEntry* e) {
+  return (e->roceVer == 2 ? 2 : 0) + (e->gid[0] == 0xfe && (e->gid[1] & 0xc0) == 0x80 ? 0 : 4);
+}
+
 void rdmaSettings(const pairState* st, int side, char* hca, size_t hcaSize, char* gid, size_t gidSize) {
   size_t len = 0;
   const railnetPairRdmaEntry* list = side ? st->rr : st->lr;
@@ -187,12 +195,14 @@ void rdmaSettings(const pairState* st, int side, char* hca, size_t hcaSize, char
     int dup = 0, okChosen = 0, okOther = -1;
     for (int k = 0; k < i; k++) dup |= samePort(&list[k], &list[i]);
     if (dup) continue;
+    int best = -1;
     for (int q = 0; q < st->nPaths; q++) {
       const pairRdmaPath* p = &st->paths[q];
       const railnetPairRdmaEntry* mine = side ? &st->rr[p->remote] : &st->lr[p->local];
       if (!samePort(mine, &list[i]) || !pathOk(p)) continue;
       if (chosenPath(st, p)) okChosen = 1;
-      else if (okOther < 0 && !(mine->isAuto & RAILNET_PAIR_GID_CHOSEN)) okOther = mine->gidIndex;
+      else if (!(mine->isAuto & RAILNET_PAIR_GID_CHOSEN) && gidScore(mine) > best)
+        best = gidScore(mine), okOther = mine->gidIndex;
     }
     if (!okChosen && okOther < 0) continue;
     if (len < hcaSize) len += (size_t)sfmt(hca + len, hcaSize - len, "%s%s:%u", len ? "," : "=", list[i].dev, list[i].port);
