@@ -19,6 +19,8 @@
  *   C->S RDMA_QP, S->C RDMA_QP      per path: QP numbers, GIDs, buffers; the server answers
  *                                   with its QP (or the step and errno that failed)
  *   C->S RDMA_RUN, S->C RDMA_RESULT the server writes/reads the client's buffer and reports
+ *   C->S BW_START, S->C BW_HANDLE   (--bw) the server listens on one device of a railnet
+ *        transport and returns its handle; the client connects and sends; S->C BW_RESULT
  *   C->S BYE
  * ERROR may come instead of any answer.
  */
@@ -53,7 +55,10 @@ enum railnetPairType {
   RAILNET_PAIR_RDMA_RESULT = 9,
   RAILNET_PAIR_BYE = 10,
   RAILNET_PAIR_ERROR = 11,
-  RAILNET_PAIR_TYPE_MAX = 11
+  RAILNET_PAIR_BW_START = 12,
+  RAILNET_PAIR_BW_HANDLE = 13,
+  RAILNET_PAIR_BW_RESULT = 14,
+  RAILNET_PAIR_TYPE_MAX = 14
 };
 const char* railnetPairTypeName(int type);
 
@@ -150,6 +155,28 @@ typedef struct {
   char text[128];
 } railnetPairError;
 
+/* --bw: a short transfer through railnet's own transport (railnetGetNet) on one device. */
+#define RAILNET_PAIR_BW_MAX_BYTES (4u << 20)
+#define RAILNET_PAIR_BW_MAX_COUNT 1024u
+typedef struct {
+  char net[16];    /* "socket" or "ib" */
+  char dev[64];    /* the receiver's device (interface or HCA) by name */
+  uint8_t port;    /* IB port, 0 for socket */
+  uint32_t bytes;  /* per message */
+  uint32_t count;  /* messages */
+} railnetPairBwStart;
+typedef struct {
+  int32_t err;         /* 0: listening; handle is valid */
+  uint8_t handle[128]; /* NCCL_NET_HANDLE_MAXSIZE */
+  char why[96];
+} railnetPairBwHandle;
+typedef struct {
+  int32_t err;
+  uint64_t bytes; /* received */
+  uint32_t usec;  /* first receive posted .. last completed */
+  char why[96];
+} railnetPairBwResult;
+
 typedef struct {
   uint16_t type;
   uint32_t count;
@@ -163,6 +190,9 @@ typedef struct {
     railnetPairRdmaRun* run;
     railnetPairRdmaResult* result;
     railnetPairError* error;
+    railnetPairBwStart* bwStart;
+    railnetPairBwHandle* bwHandle;
+    railnetPairBwResult* bwResult;
     void* any;
   } u; /* count records (malloc'd; railnetPairFree) */
 } railnetPairMsg;

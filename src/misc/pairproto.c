@@ -173,6 +173,27 @@ static void codeError(pairCursor* c, railnetPairError* r) {
   cStr(c, r->text, sizeof(r->text));
 }
 
+static void codeBwStart(pairCursor* c, railnetPairBwStart* r) {
+  cStr(c, r->net, sizeof(r->net));
+  cStr(c, r->dev, sizeof(r->dev));
+  cU8(c, &r->port);
+  cU32(c, &r->bytes);
+  cU32(c, &r->count);
+  cRange(c, r->bytes, 1, RAILNET_PAIR_BW_MAX_BYTES, "a message outside 1 B .. 4 MiB");
+  cRange(c, r->count, 1, RAILNET_PAIR_BW_MAX_COUNT, "more than 1024 messages");
+}
+static void codeBwHandle(pairCursor* c, railnetPairBwHandle* r) {
+  cI32(c, &r->err);
+  cRaw(c, r->handle, sizeof(r->handle));
+  cStr(c, r->why, sizeof(r->why));
+}
+static void codeBwResult(pairCursor* c, railnetPairBwResult* r) {
+  cI32(c, &r->err);
+  cU64(c, &r->bytes);
+  cU32(c, &r->usec);
+  cStr(c, r->why, sizeof(r->why));
+}
+
 /* Per type: host record size, the codec, and how many records it may carry. */
 typedef void (*pairCodec)(pairCursor*, void*);
 static const struct {
@@ -194,6 +215,9 @@ static const struct {
     [RAILNET_PAIR_RDMA_RESULT] = {"RDMA_RESULT", sizeof(railnetPairRdmaResult), (pairCodec)codeResult, 1, 1},
     [RAILNET_PAIR_BYE] = {"BYE", 0, NULL, 0, 0},
     [RAILNET_PAIR_ERROR] = {"ERROR", sizeof(railnetPairError), (pairCodec)codeError, 1, 1},
+    [RAILNET_PAIR_BW_START] = {"BW_START", sizeof(railnetPairBwStart), (pairCodec)codeBwStart, 1, 1},
+    [RAILNET_PAIR_BW_HANDLE] = {"BW_HANDLE", sizeof(railnetPairBwHandle), (pairCodec)codeBwHandle, 1, 1},
+    [RAILNET_PAIR_BW_RESULT] = {"BW_RESULT", sizeof(railnetPairBwResult), (pairCodec)codeBwResult, 1, 1},
 };
 
 static int knownType(int type) { return type >= 1 && type <= RAILNET_PAIR_TYPE_MAX && kTypes[type].name; }

@@ -5,7 +5,9 @@
 //  - NCCL_IB_GID_INDEX naming an empty slot: that path fails at QP setup with the GID hint,
 //    another index works and is named in the verdict, exit 1;
 //  - RoCE v2 dropped by nftables (UDP 4791) while TCP passes: RDMA fails at the write with
-//    the firewall/ACL hint, TCP between the chosen interfaces works, exit 1.
+//    the firewall/ACL hint, TCP between the chosen interfaces works, exit 1;
+//  - --bw gives a figure per chosen path through railnet's IB and Socket transports.
+// Each test prints the report (the README quotes them).
 #include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +111,7 @@ class PairSoftRoce : public ::testing::Test {
 
 TEST_F(PairSoftRoce, AutomaticGidWorksAndIsRecommended) {
   std::string srv;
-  ToolRun r = pair("", "", &srv);
+  ToolRun r = pair("", "--bw", &srv);
   EXPECT_EQ(r.status, 0) << r.out << "\nserver:\n" << srv;
   printf("%s", r.out.c_str());  // the real run the README quotes
   EXPECT_TRUE(has(srv, "session with " + addrs[1])) << srv;
@@ -128,6 +130,7 @@ TEST_F(PairSoftRoce, EmptyGidIndexFailsWithTheGidHint) {
   std::string srv;
   ToolRun r = pair("NCCL_IB_GID_INDEX=7", "", &srv);
   EXPECT_EQ(r.status, 1) << r.out << "\nserver:\n" << srv;
+  printf("%s", r.out.c_str());
   std::string row = lineWith(r.out, devs[1] + ":1 gid 7 empty *forced", "FAIL QP to RTR");
   EXPECT_FALSE(row.empty()) << r.out;
   EXPECT_TRUE(has(row, "No data available") || has(row, "Invalid argument")) << row;
@@ -148,6 +151,7 @@ TEST_F(PairSoftRoce, RoceDroppedByFirewallWhileTcpPasses) {
   std::string srv;
   ToolRun r = pair("", "", &srv);
   ToolRun counters = sh("nft list table inet rnt_pair; nft delete table inet rnt_pair");
+  printf("%s", r.out.c_str());
   EXPECT_EQ(r.status, 1) << r.out << "\nserver:\n" << srv;
   EXPECT_TRUE(has(r.out, "device 0: " + netdevs[1] + " here <-> " + netdevs[0] + " on the peer: works")) << r.out;
   std::string row = chosenRow(r.out);

@@ -5,7 +5,9 @@
 //    names eth0; without the rule everything works and the exit status is 0;
 //  - a peer that does not speak the protocol is refused with one log line and the server
 //    goes on; a --serve nobody talks to exits at its --timeout; a --pair without a server
-//    ends at once with the fix.
+//    ends at once with the fix;
+//  - --bw measures each working chosen path through railnet's Socket transport;
+//  - --help names the options, and contradicting ones are usage errors (exit 2).
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -112,13 +114,24 @@ TEST_F(PairNetns, BlockedRailFailsAndTheVerdictNamesTheWorkingInterface) {
   EXPECT_TRUE(has(c.out, "\"here\":{\"NCCL_SOCKET_IFNAME\":\"=eth0\"")) << c.out;
   EXPECT_TRUE(has(c.out, "\"tcp_chosen_ok\":false")) << c.out;
 
-  // the rule gone: every chosen path works, exit 0
+  // the rule gone: every chosen path works, exit 0; --bw measures both through the Socket transport
   ASSERT_TRUE(a->sh("nft delete table inet rnt"));
-  c = pair("", &s, &srv);
+  c = pair("--bw", &s, &srv);
   EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv;
   EXPECT_TRUE(has(c.out, "device 1: eth1 here <-> eth1 on the peer: works")) << c.out;
   EXPECT_TRUE(has(c.out, "NCCL_SOCKET_IFNAME==eth0,eth1")) << c.out;
   EXPECT_TRUE(has(c.out, "the chosen paths: TCP works")) << c.out;
+  EXPECT_TRUE(has(lineWith(c.out, "socket  eth0", "-> eth0"), " MB/s")) << c.out;
+  EXPECT_TRUE(has(lineWith(c.out, "socket  eth1", "-> eth1"), " MB/s")) << c.out;
+}
+
+TEST(PairOptions, HelpAndUsageErrors) {
+  std::string out;  // no namespace needed: usage only
+  EXPECT_EQ(NetNs::hostSh(diag() + " --help", &out), 0);
+  for (const char* o : {"--serve", "--pair HOST[:P]", "--port P", "--timeout S", "--bw"}) EXPECT_TRUE(has(out, o)) << o;
+  EXPECT_EQ(NetNs::hostSh(diag() + " --serve --pair 198.18.30.1", &out), 2) << out;
+  EXPECT_EQ(NetNs::hostSh(diag() + " --serve --port 0", &out), 2) << out;
+  EXPECT_EQ(NetNs::hostSh(diag() + " --pair", &out), 2) << out;
 }
 
 TEST_F(PairNetns, StrangerIsRefusedAndServeEndsAtItsTimeout) {

@@ -78,6 +78,23 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_EQ(memcmp(m.u.qp, &q, sizeof(q)), 0);
   railnetPairFree(&m);
 
+  railnetPairBwStart b;
+  memset(&b, 0, sizeof(b));
+  snprintf(b.net, sizeof(b.net), "ib");
+  snprintf(b.dev, sizeof(b.dev), "mlx5_0");
+  b.port = 1, b.bytes = 1 << 20, b.count = 16;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.bwStart, &b, sizeof(b)), 0);
+  railnetPairFree(&m);
+  b.count = RAILNET_PAIR_BW_MAX_COUNT + 1;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclInvalidArgument);
+  railnetPairBwResult br;
+  memset(&br, 0, sizeof(br));
+  br.bytes = 16ull << 20, br.usec = 123456;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_BW_RESULT, &br, 1), &m), ncclSuccess);
+  EXPECT_EQ(m.u.bwResult->bytes, 16ull << 20);
+  railnetPairFree(&m);
+
   ASSERT_EQ(decode(encode(RAILNET_PAIR_BYE, nullptr, 0), &m), ncclSuccess);
   EXPECT_EQ(m.type, RAILNET_PAIR_BYE);
   EXPECT_EQ(m.count, 0u);

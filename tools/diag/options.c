@@ -8,7 +8,7 @@ static void usage(FILE* f) {
   fprintf(f,
           "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help]\n"
           "       railnet-diag --serve [--port P] [--timeout S]\n"
-          "       railnet-diag --pair HOST[:P] [--port P] [--json]\n"
+          "       railnet-diag --pair HOST[:P] [--port P] [--bw] [--json]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
           "Read-only; no root needed.\n"
           "\n"
@@ -25,6 +25,8 @@ static void usage(FILE* f) {
           "  --pair HOST[:P]  check TCP (every interface pair, both ways) and RDMA (every active port x\n"
           "                   GID, RC QP write + read) against a --serve on HOST, then print the\n"
           "                   settings to use on both nodes; exit 0 when the chosen paths work\n"
+          "  --bw             with --pair: also a short bandwidth figure per working chosen path,\n"
+          "                   through railnet's own Socket and IB transports\n"
           "  --json           the same facts as one JSON object on stdout\n"
           "  --help           this text\n"
           "\n"

@@ -7,6 +7,7 @@
  *   pair_server.c   --serve: the session with one client, its probes of the client
  *   pair_client.c   --pair: the conversation, this side's TCP probes, the plan and its bound
  *   pair_rdma.c     the RDMA paths: which to try, both ends of each, GID choice
+ *   pair_bw.c       --bw: a short transfer through railnet's transports per working path
  *   pair_report.c   the TCP table, its problems, the verdict
  *   pair_report_rdma.c  the RDMA table, its problems, the IB settings
  */
@@ -23,6 +24,10 @@
 #define PAIR_RDMA_SMALL 4096
 #define PAIR_RDMA_BIG (1u << 20)
 #define PAIR_MAX_PATHS 256
+#define PAIR_BW_MS 10000        /* per --bw measurement */
+#define PAIR_BW_BYTES (1u << 20)
+#define PAIR_BW_COUNT 16
+#define PAIR_MAX_BW 32
 
 typedef struct {
   const char* peer; /* --pair HOST[:P] */
@@ -66,6 +71,14 @@ typedef struct {
   int tried;
 } pairRdmaPath;
 
+typedef struct {
+  char net[8];
+  char here[80], peer[80];
+  double mbps;
+  int err;
+  char why[128];
+} pairBw;
+
 /* ---------------------------------------------------------------- the session state */
 typedef struct {
   railnetPairHello self, peer;
@@ -80,6 +93,8 @@ typedef struct {
   pairRdmaPath paths[PAIR_MAX_PATHS];
   int nPaths;
   int bw;
+  pairBw bwRes[PAIR_MAX_BW];
+  int nBw;
 } pairState;
 
 /* This host's side: hello, interfaces, RDMA entries. */
@@ -98,16 +113,26 @@ void pairRdmaRunClient(pairState* st, int fd, uint64_t deadlineNs); /* every pat
 int pairRdmaServe(pairState* st, int fd, const railnetPairMsg* m, uint64_t deadlineNs);
 void pairRdmaServeEnd(void);
 
+/* pair_bw.c: the server's end of one BW_START; the client's measurements of every working
+ * chosen path (tcpOk[k]: NCCL's socket device k works both ways); their section. */
+int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl);
+void pairBwRunClient(pairState* st, int fd, const int* tcpOk, int nTcp);
+void pairBwReport(const pairState* st);
+
 /* pair_server.c / pair_client.c: exit status */
 int pairServe(const pairOptions* o);
 int pairClient(const pairOptions* o);
 
 /* pair_report.c */
 void pairReport(pairState* st);
+/* Does TCP work both ways between NCCL's socket device k here and the peer's device k?
+ * -1 when one side has no device k. *fail (may be NULL) gets a failing probe. */
+int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** fail);
 /* pair_report_rdma.c: the RDMA table and its findings; 1 the chosen paths work, 0 they
  * fail, -1 no RDMA on one side. The NCCL_IB_HCA / NCCL_IB_GID_INDEX values for side 0 (here)
  * or 1 (the peer), "" when there is nothing to set. */
 int rdmaSection(const pairState* st);
+int pairRdmaPathOk(const pairRdmaPath* p); /* set up, and both ways both sizes worked */
 void rdmaSettings(const pairState* st, int side, char* hca, size_t hcaSize, char* gid, size_t gidSize);
 
 #endif

@@ -153,12 +153,17 @@ static int peerProbes(pairState* st, int fd, int nIn, char* why) {
 
 static void printPlan(pairState* st, int nIn) {
   int nOut = pairTcpPathCount(st), nRdma = pairRdmaPlan(st);
-  double bound = (double)(nOut + nIn) * PAIR_PROBE_MS / 1000.0 + nRdma * 3.0 * PAIR_RDMA_MS / 1000.0 + 10;
+  int nBw = 0;
+  for (int i = 0; st->bw && i < st->nLocal; i++) nBw += st->local[i].selected > 0;
+  for (int q = 0; st->bw && q < nRdma; q++)
+    nBw += (st->lr[st->paths[q].local].isAuto & st->rr[st->paths[q].remote].isAuto & RAILNET_PAIR_GID_CHOSEN) != 0;
+  double bound = (double)(nOut + nIn) * PAIR_PROBE_MS / 1000.0 + nRdma * 3.0 * PAIR_RDMA_MS / 1000.0 +
+                 nBw * (PAIR_BW_MS + 2000) / 1000.0 + 10;
   text("railnet-diag %s on %s: pair check with %s (railnet-diag %s on %s)\n", railnetVersion(), st->self.host,
        st->peerName, st->peer.version, st->peer.host);
   text("plan: %d TCP paths from here and %d from the peer (each <= %d ms), %d RDMA paths (each <= %d ms): "
-       "at most %.0f s\n",
-       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, bound);
+       "%sat most %.0f s\n",
+       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, st->bw ? "--bw on each chosen path, " : "", bound);
   jStr("peer", st->peerName);
   jStr("peer_host", st->peer.host);
   jStr("peer_version", st->peer.version);
@@ -178,6 +183,11 @@ static int runChecks(pairState* st, int fd, char* why) {
   pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
   if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
   pairRdmaRunClient(st, fd, railnetClockNs() + (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS * 1000000ull + 5000000000ull);
+  if (st->bw) {
+    int tcpOk[RAILNET_PAIR_MAX_IFACES], n = 0;
+    while (n < RAILNET_PAIR_MAX_IFACES && pairTcpDeviceWorks(st, n, NULL) >= 0) tcpOk[n] = pairTcpDeviceWorks(st, n, NULL), n++;
+    pairBwRunClient(st, fd, tcpOk, n);
+  }
   railnetPairSend(fd, RAILNET_PAIR_BYE, NULL, 0, railnetClockNs() + 2000000000ull);
   return 0;
 }

@@ -1,5 +1,5 @@
 /* railnet-diag's options for the checks between two nodes (--serve, --pair HOST[:P],
- * --port P, --timeout S) and the entry into them. */
+ * --port P, --timeout S, --bw) and the entry into them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +22,8 @@ static int number(const char* opt, const char* v, int lo, int hi, int* out) {
 int diagParsePairOption(int argc, char** argv, int* i, diagOptions* o) {
   const char* a = argv[*i];
   int takesValue = !strcmp(a, "--pair") || !strcmp(a, "--port") || !strcmp(a, "--timeout");
-  if (!strcmp(a, "--serve")) {
-    o->serve = 1;
+  if (!strcmp(a, "--serve") || !strcmp(a, "--bw")) {
+    *(a[2] == 's' ? &o->serve : &o->bw) = 1;
     return -2;
   }
   if (!takesValue) return -1;

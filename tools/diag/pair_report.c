@@ -104,36 +104,49 @@ static void tcpRow(const pairState* st, const railnetPairTcpResult* o, int* anyO
   }
 }
 
+static void chosenPair(const pairState* st, int k, const railnetPairIface** L, const railnetPairIface** R) {
+  *L = *R = NULL;
+  for (int i = 0; i < st->nLocal && !*L; i++) *L = st->local[i].selected == k + 1 ? &st->local[i] : NULL;
+  for (int j = 0; j < st->nRemote && !*R; j++) *R = st->remote[j].selected == k + 1 ? &st->remote[j] : NULL;
+}
+
+int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** fail) {
+  const railnetPairIface *L, *R;
+  chosenPair(st, k, &L, &R);
+  if (fail) *fail = NULL;
+  if (!L || !R) return -1;
+  for (int r = 0; r < st->nOut; r++) {
+    const railnetPairTcpResult* o = &st->out[r];
+    if (strcmp(o->localIf, L->name) || strcmp(o->peerIf, R->name)) continue;
+    const railnetPairTcpResult* in = findIn(st, o);
+    if (o->step == 0 && in && in->step == 0) return 1;
+    if (fail && !*fail) *fail = o->step ? o : in;
+  }
+  return 0;
+}
+
 /* NCCL pairs device k here with the peer's device k: does TCP work for each k? */
 static int judgeChosen(const pairState* st, char* here, size_t hs, char* peer, size_t ps) {
   size_t hl = 0, pl = 0;
   int allOk = 1, any = 0;
-  for (int k = 1; k <= RAILNET_PAIR_MAX_IFACES; k++) {
-    const railnetPairIface *L = NULL, *R = NULL;
-    for (int i = 0; i < st->nLocal && !L; i++) L = st->local[i].selected == k ? &st->local[i] : NULL;
-    for (int j = 0; j < st->nRemote && !R; j++) R = st->remote[j].selected == k ? &st->remote[j] : NULL;
+  for (int k = 0; k < RAILNET_PAIR_MAX_IFACES; k++) {
+    const railnetPairIface *L, *R;
+    chosenPair(st, k, &L, &R);
     if (!L && !R) break;
-    if (L && hl < hs) hl += (size_t)sfmt(here + hl, hs - hl, "%s%s [%d]", hl ? ", " : "", L->name, k - 1);
-    if (R && pl < ps) pl += (size_t)sfmt(peer + pl, ps - pl, "%s%s [%d]", pl ? ", " : "", R->name, k - 1);
+    if (L && hl < hs) hl += (size_t)sfmt(here + hl, hs - hl, "%s%s [%d]", hl ? ", " : "", L->name, k);
+    if (R && pl < ps) pl += (size_t)sfmt(peer + pl, ps - pl, "%s%s [%d]", pl ? ", " : "", R->name, k);
     if (!L || !R) continue;
     any = 1;
     const railnetPairTcpResult* fail = NULL;
-    int ok = 0;
-    for (int r = 0; r < st->nOut && !ok; r++) {
-      const railnetPairTcpResult* o = &st->out[r];
-      if (strcmp(o->localIf, L->name) || strcmp(o->peerIf, R->name)) continue;
-      const railnetPairTcpResult* in = findIn(st, o);
-      ok = o->step == 0 && in && in->step == 0;
-      if (!ok && !fail) fail = o->step ? o : in;
-    }
-    text("  device %d: %s here <-> %s on the peer: %s\n", k - 1, L->name, R->name, ok ? "works" : "FAILS");
+    int ok = pairTcpDeviceWorks(st, k, &fail) == 1;
+    text("  device %d: %s here <-> %s on the peer: %s\n", k, L->name, R->name, ok ? "works" : "FAILS");
     if (!ok) {
       allOk = 0;
       char fix[400];
       sfmt(fix, sizeof(fix), "%s; set NCCL_SOCKET_IFNAME to the interfaces that work (see the verdict) or fix the path",
            tcpHint(fail ? fail->err : 0));
       PROBLEM(fix, "ncclFindInterfaces picks %s here and %s on the peer (device %d), and TCP between them fails%s%s%s",
-              L->name, R->name, k - 1, fail ? " (" : "", fail ? strerror(fail->err) : "", fail ? ")" : "");
+              L->name, R->name, k, fail ? " (" : "", fail ? strerror(fail->err) : "", fail ? ")" : "");
     }
   }
   return any ? allOk : 0;
@@ -155,6 +168,16 @@ static int tcpSection(const pairState* st) {
   jStr("chosen_here", here);
   jStr("chosen_peer", peer);
   jBool("chosen_ok", ok);
+  for (int j = 0; j < st->nRemote; j++)
+    for (int i = 0; i < st->nLocal; i++)
+      if (st->remote[j].family == st->local[i].family && !memcmp(st->remote[j].addr, st->local[i].addr, 16)) {
+        char a[INET6_ADDRSTRLEN];
+        WARNING("give every node its own addresses (both ends on one host only in a test)",
+                "the peer's %s has the address %s of this host's %s: a duplicate address, or both ends on one host",
+                st->remote[j].name, railnetPairAddrString(st->local[i].family, st->local[i].addr, a, sizeof(a)),
+                st->local[i].name);
+        break;
+      }
   if (!anyOk)
     PROBLEM("check the cabling, addresses, routes and firewalls between the two nodes (TCP on the probe port)",
             "no address pair works in both directions: the nodes cannot bootstrap NCCL");
@@ -184,6 +207,7 @@ static void workingIfaces(const pairState* st, int side, char* buf, size_t size)
 void pairReport(pairState* st) {
   int tcpOk = tcpSection(st);
   int rdmaOk = rdmaSection(st);
+  if (st->bw) pairBwReport(st);
   section("pair_verdict", "Verdict");
   char hereIf[256], peerIf[256];
   workingIfaces(st, 0, hereIf, sizeof(hereIf));

@@ -8,7 +8,7 @@
 #include "diag.h"
 #include "pair.h"
 
-static int pathOk(const pairRdmaPath* p) {
+int pairRdmaPathOk(const pairRdmaPath* p) {
   return p->tried && p->setupErr == 0 && p->out[0].step == 0 && p->out[1].step == 0 && p->out[1].bytes &&
          p->in.step == 0 && p->in.bytes;
 }
@@ -73,7 +73,7 @@ static void rdmaRow(const pairState* st, const pairRdmaPath* p) {
   char a[128], b[128], why[256] = "";
   gidText(&st->lr[p->local], a, sizeof(a));
   gidText(&st->rr[p->remote], b, sizeof(b));
-  int ok = pathOk(p), step = 0, err = 0;
+  int ok = pairRdmaPathOk(p), step = 0, err = 0;
   if (!ok) pathFailure(p, why, sizeof(why), &step, &err);
   if (ok)
     text("  %-36s %-36s ok (%.1f ms here -> peer, %.1f ms back)\n", a, b, (p->out[0].usec + p->out[1].usec) / 1000.0,
@@ -114,7 +114,7 @@ static void rails(const pairState* st) {
       int dup = 0, ok = 0;
       for (int k = 0; k < j; k++) dup |= samePort(&st->rr[k], &st->rr[j]);
       for (int q = 0; q < st->nPaths && !dup && !ok; q++)
-        ok = pathOk(&st->paths[q]) && samePort(&st->lr[st->paths[q].local], &st->lr[i]) &&
+        ok = pairRdmaPathOk(&st->paths[q]) && samePort(&st->lr[st->paths[q].local], &st->lr[i]) &&
              samePort(&st->rr[st->paths[q].remote], &st->rr[j]);
       if (ok && len < sizeof(reach))
         len += (size_t)sfmt(reach + len, sizeof(reach) - len, "%s%s:%u", len ? ", " : "", st->rr[j].dev, st->rr[j].port);
@@ -129,26 +129,58 @@ static void rails(const pairState* st) {
   jClose(']');
 }
 
-/* A port of side (0 here, 1 peer) whose chosen GID reaches nothing: a PROBLEM with the hint. */
-static int judgePort(const pairState* st, int side, const railnetPairRdmaEntry* e, int tcpWorks) {
-  int any = 0, ok = 0, other = -1;
-  const pairRdmaPath* fail = NULL;
+static const railnetPairRdmaEntry* sideEntry(const pairState* st, int side, const pairRdmaPath* p) {
+  return side ? &st->rr[p->remote] : &st->lr[p->local];
+}
+
+/* Is entry e (of side) part of any path that works? */
+static int entryWorks(const pairState* st, int side, const railnetPairRdmaEntry* e) {
+  for (int q = 0; q < st->nPaths; q++)
+    if (sideEntry(st, side, &st->paths[q]) == e && pairRdmaPathOk(&st->paths[q])) return 1;
+  return 0;
+}
+
+/* Does a chosen-chosen path from e's port work (or is there none)? Else *fail is the first. */
+static int chosenWorks(const pairState* st, int side, const railnetPairRdmaEntry* e, int* fail) {
+  int any = 0;
+  *fail = -1;
   for (int q = 0; q < st->nPaths; q++) {
     const pairRdmaPath* p = &st->paths[q];
-    const railnetPairRdmaEntry* mine = side ? &st->rr[p->remote] : &st->lr[p->local];
-    if (!samePort(mine, e)) continue;
-    if (pathOk(p) && !(mine->isAuto & RAILNET_PAIR_GID_CHOSEN) && other < 0) other = mine->gidIndex;
-    if (!chosenPath(st, p)) continue;
+    if (!samePort(sideEntry(st, side, p), e) || !chosenPath(st, p)) continue;
     any = 1;
-    if (pathOk(p)) ok = 1;
-    else if (!fail) fail = p;
+    if (pairRdmaPathOk(p)) return 1;
+    if (*fail < 0) *fail = q;
   }
-  if (!any || ok) return 1;
+  return !any;
+}
+
+/* The chosen GID of a port of side (0 here, 1 peer) and the peer's chosen GID do not work
+ * together: one PROBLEM per failing path, told by the side whose GID reaches nothing (both
+ * reach nothing: this side; both work with other GIDs: a mismatch). */
+static int judgePort(const pairState* st, int side, const railnetPairRdmaEntry* e, int tcpWorks, char* reported) {
+  int fi;
+  if (chosenWorks(st, side, e, &fi)) return 1;
+  const pairRdmaPath* fail = &st->paths[fi];
+  const railnetPairRdmaEntry* partner = sideEntry(st, !side, fail);
+  int self = entryWorks(st, side, e), other = entryWorks(st, !side, partner);
+  if (reported[fi] || (self && !other)) return 0; /* told, or the other side's GID is the one at fault */
+  reported[fi] = 1;
   char why[256], fix[700];
   int step, err;
   pathFailure(fail, why, sizeof(why), &step, &err);
+  if (self && other) {
+    PROBLEM("set NCCL_IB_GID_INDEX on one side to a GID of the same RoCE version and address family as the other's",
+            "the GIDs railnet uses on %s:%u here (index %d) and on the peer's %s:%u (index %d) work with others but "
+            "not together: %s",
+            st->lr[fail->local].dev, st->lr[fail->local].port, st->lr[fail->local].gidIndex,
+            st->rr[fail->remote].dev, st->rr[fail->remote].port, st->rr[fail->remote].gidIndex, why);
+    return 0;
+  }
+  int alt = 0;
+  for (int q = 0; q < st->nPaths; q++)
+    alt |= pairRdmaPathOk(&st->paths[q]) && samePort(sideEntry(st, side, &st->paths[q]), e);
   sfmt(fix, sizeof(fix), "%s%s", railnetPairRdmaHint(step, err),
-       other >= 0 ? " -- another GID index of this port works (see the verdict)" : "");
+       alt ? " -- another GID index of this port works (see the verdict)" : "");
   PROBLEM(fix, "RDMA from %s:%u %s (GID index %d, the one railnet uses%s) reaches no port %s: %s%s", e->dev, e->port,
           side ? "on the peer" : "here", e->gidIndex, e->isAuto & RAILNET_PAIR_GID_FORCED ? ", forced by NCCL_IB_GID_INDEX" : "",
           side ? "here" : "of the peer", why,
@@ -174,10 +206,11 @@ int rdmaSection(const pairState* st) {
   int tcpWorks = 0;
   for (int r = 0; r < st->nOut; r++) tcpWorks |= st->out[r].step == 0;
   int ok = 1;
+  char reported[PAIR_MAX_PATHS] = {0};
   for (int i = 0; i < st->nLr; i++)
-    if (st->lr[i].isAuto & RAILNET_PAIR_GID_CHOSEN) ok &= judgePort(st, 0, &st->lr[i], tcpWorks);
+    if (st->lr[i].isAuto & RAILNET_PAIR_GID_CHOSEN) ok &= judgePort(st, 0, &st->lr[i], tcpWorks, reported);
   for (int j = 0; j < st->nRr; j++)
-    if (st->rr[j].isAuto & RAILNET_PAIR_GID_CHOSEN) ok &= judgePort(st, 1, &st->rr[j], tcpWorks);
+    if (st->rr[j].isAuto & RAILNET_PAIR_GID_CHOSEN) ok &= judgePort(st, 1, &st->rr[j], tcpWorks, reported);
   return ok;
 }
 
@@ -198,11 +231,10 @@ void rdmaSettings(const pairState* st, int side, char* hca, size_t hcaSize, char
     int best = -1;
     for (int q = 0; q < st->nPaths; q++) {
       const pairRdmaPath* p = &st->paths[q];
-      const railnetPairRdmaEntry* mine = side ? &st->rr[p->remote] : &st->lr[p->local];
-      if (!samePort(mine, &list[i]) || !pathOk(p)) continue;
-      if (chosenPath(st, p)) okChosen = 1;
-      else if (!(mine->isAuto & RAILNET_PAIR_GID_CHOSEN) && gidScore(mine) > best)
-        best = gidScore(mine), okOther = mine->gidIndex;
+      const railnetPairRdmaEntry* mine = sideEntry(st, side, p);
+      if (!samePort(mine, &list[i]) || !pairRdmaPathOk(p)) continue;
+      if (mine->isAuto & RAILNET_PAIR_GID_CHOSEN) okChosen = 1; /* the GID railnet uses works with some GID */
+      else if (gidScore(mine) > best) best = gidScore(mine), okOther = mine->gidIndex;
     }
     if (!okChosen && okOther < 0) continue;
     if (len < hcaSize) len += (size_t)sfmt(hca + len, hcaSize - len, "%s%s:%u", len ? "," : "=", list[i].dev, list[i].port);

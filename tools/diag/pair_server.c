@@ -48,6 +48,9 @@ static int sessionStep(pairServer* sv, pairState* st, uint64_t deadline) {
     case RAILNET_PAIR_RDMA_RUN:
       e = pairRdmaServe(st, sv->fd, &m, deadline);
       break;
+    case RAILNET_PAIR_BW_START:
+      e = pairBwServe(sv->fd, m.u.bwStart, deadline);
+      break;
     case RAILNET_PAIR_BYE:
       done = 1;
       break;
