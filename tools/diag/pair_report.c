@@ -78,7 +78,7 @@ static void tcpRow(const pairState* st, const railnetPairTcpResult* o, int* anyO
   int ok = o->step == 0 && in && in->step == 0;
   int chosen = L && R && L->selected && L->selected == R->selected;
   *anyOk |= ok;
-  text("  %-8s %-15s %-5u %s %-8s %-15s %-5u %-34s %s\n", o->localIf, la, L ? L->mtu : 0, chosen ? "*" : " ",
+  text("  %-8s %-15s %-5u %s %-8s %-15s %-5u %-36s %s\n", o->localIf, la, L ? L->mtu : 0, chosen ? "*" : " ",
        o->peerIf, ra, R ? R->mtu : 0, tcpStatus(o, s1, sizeof(s1)), tcpStatus(in, s2, sizeof(s2)));
   jOpen(NULL, '{');
   jStr("here_if", o->localIf);
@@ -154,7 +154,7 @@ static int judgeChosen(const pairState* st, char* here, size_t hs, char* peer, s
 
 static int tcpSection(const pairState* st) {
   section("pair_tcp", "TCP: every address here x every address of the peer, both directions");
-  text("  %-8s %-15s %-5s   %-8s %-15s %-5s %-34s %s\n", "here", "address", "mtu", "peer", "address", "mtu",
+  text("  %-8s %-15s %-5s   %-8s %-15s %-5s %-36s %s\n", "here", "address", "mtu", "peer", "address", "mtu",
        "here -> peer", "peer -> here");
   int anyOk = 0;
   jOpen("paths", '[');
