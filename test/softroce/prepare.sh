@@ -16,7 +16,8 @@ META=linux-image-amd64
 # What the VM loads; modprobe --show-depends adds their dependencies in load order.
 # crc32_generic: rdma_rxe asks the crypto API for "crc32" (no hard module dependency).
 # sch_netem: delay and reordering on the veth pair (the fault matrix).
-MODULES="crc32_generic rdma_rxe veth virtio_pci 9pnet_virtio 9p sch_netem"
+# nf_tables: nftables rules in the VM (railnet-diag --pair drops RoCE v2, UDP 4791).
+MODULES="crc32_generic rdma_rxe veth virtio_pci 9pnet_virtio 9p sch_netem nf_tables"
 
 die() { echo "softroce prepare: $*" >&2; exit 1; }
 

@@ -19,6 +19,7 @@
  *   params.c      the param table
  * Shared with railnet-perf (tools/common/): json.h, the --json writer; cli.h, the
  * command-line conventions (usage errors, --version).
+ *   pair*.c       --serve / --pair: the checks between two nodes (pair.h)
  */
 #ifndef RAILNET_TOOLS_DIAG_H_
 #define RAILNET_TOOLS_DIAG_H_
@@ -32,7 +33,15 @@ typedef struct {
   int json;   /* --json */
   int params; /* --params */
   int watch;  /* --watch SECONDS, -1 without */
+  /* the checks between two nodes (pair.h): --serve | --pair HOST[:P], --port P, --timeout S, --bw */
+  int serve;
+  const char* pair;
+  int port, timeout, bw;
 } diagOptions;
+/* pair_options.c: the getopt_long codes of --serve, --pair, --port, --timeout and --bw, and
+ * their values into o: -1 taken, else the exit status of a usage error. */
+enum { DIAG_OPT_SERVE = 512, DIAG_OPT_PAIR, DIAG_OPT_PORT, DIAG_OPT_TIMEOUT, DIAG_OPT_BW };
+int diagPairOption(int opt, const char* value, diagOptions* o);
 /* Parses argv into o; returns -1 to go on, else the exit status (--help, usage error). */
 int diagParseOptions(int argc, char** argv, diagOptions* o);
 
@@ -122,5 +131,6 @@ void congestionWatchJudge(int seconds);
 void sectionGpuDirect(void);  /* gpudirect.c */
 void sectionMemlock(void);    /* memlock.c */
 void sectionParams(int all);  /* params.c: every param, or (all == 0) those not at their default */
+int diagPairMain(const diagOptions* o); /* pair_options.c: --serve / --pair; the exit status */
 
 #endif

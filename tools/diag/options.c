@@ -1,5 +1,6 @@
 /* railnet-diag's command line: [--json] [--params] [--watch SECONDS] [--help] [--version],
- * parsed with getopt_long (tools/common/cli.h: usage errors, --version). */
+ * --serve / --pair HOST[:P] with their options (pair_options.c), parsed with getopt_long
+ * (tools/common/cli.h: usage errors, --version). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 static void usage(FILE* f) {
   fprintf(f,
           "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help] [--version]\n"
+          "       railnet-diag --serve [--port P] [--timeout S]\n"
+          "       railnet-diag --pair HOST[:P] [--port P] [--bw] [--json]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
           "Read-only; no root needed.\n"
           "\n"
@@ -23,6 +26,13 @@ static void usage(FILE* f) {
           "                   file, default) and doc\n"
           "  --watch SECONDS  only the port error and congestion counters: sample them every second\n"
           "                   for SECONDS and print their growth (run it while a job runs)\n"
+          "  --serve          answer --pair probes from another node for at most --timeout S seconds\n"
+          "                   (default 120) on TCP port --port P (default 18517), then exit\n"
+          "  --pair HOST[:P]  check TCP (every interface pair, both ways) and RDMA (every active port x\n"
+          "                   GID, RC QP write + read) against a --serve on HOST, then print the\n"
+          "                   settings to use on both nodes; exit 0 when the chosen paths work\n"
+          "  --bw             with --pair: also a short bandwidth figure per working chosen path,\n"
+          "                   through railnet's own Socket and IB transports\n"
           "  --json           the same facts as one JSON object on stdout\n"
           "  -h, --help       this text\n"
           "  --version        the version (railnet-diag VERSION)\n"
@@ -42,6 +52,11 @@ static const struct option longOptions[] = {
     {"watch", required_argument, NULL, OPT_WATCH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
+    {"serve", no_argument, NULL, DIAG_OPT_SERVE},
+    {"pair", required_argument, NULL, DIAG_OPT_PAIR},
+    {"port", required_argument, NULL, DIAG_OPT_PORT},
+    {"timeout", required_argument, NULL, DIAG_OPT_TIMEOUT},
+    {"bw", no_argument, NULL, DIAG_OPT_BW},
     {NULL, 0, NULL, 0},
 };
 
@@ -49,6 +64,7 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
   o->json = 0;
   o->params = 0;
   o->watch = -1;
+  o->serve = 0, o->pair = NULL, o->port = 18517, o->timeout = 120, o->bw = 0;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":h", longOptions, NULL)) != -1) {
@@ -61,6 +77,15 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
         if (end == optarg || *end || v <= 0 || v > INT_MAX)
           return cliUsageError(TOOL, "--watch wants a positive number of seconds, not '%s'", optarg);
         o->watch = (int)v;
+        break;
+      }
+      case DIAG_OPT_SERVE:
+      case DIAG_OPT_PAIR:
+      case DIAG_OPT_PORT:
+      case DIAG_OPT_TIMEOUT:
+      case DIAG_OPT_BW: {
+        int r = diagPairOption(c, optarg, o);
+        if (r >= 0) return r;
         break;
       }
       case 'h': usage(stdout); return 0;

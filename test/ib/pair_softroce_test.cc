@@ -1,0 +1,166 @@
+// railnet-diag --serve / --pair against soft-RoCE, as two nodes would run it: the server
+// owns rxe0 (NCCL_IB_HCA==rxe0, NCCL_SOCKET_IFNAME==veth0), the client rxe1 on veth1 (the
+// tier's VM, test/softroce/guest.sh). Skips without two RDMA devices.
+//  - the automatic GID works on both sides and is recommended (no NCCL_IB_GID_INDEX), exit 0;
+//  - NCCL_IB_GID_INDEX naming an empty slot: that path fails at QP setup with the GID hint,
+//    another index works and is named in the verdict, exit 1;
+//  - RoCE v2 dropped by nftables (UDP 4791) while TCP passes: RDMA fails at the write with
+//    the firewall/ACL hint, TCP between the chosen interfaces works, exit 1;
+//  - --bw gives a figure per chosen path through railnet's IB and Socket transports.
+// Each test prints the report (the README quotes them).
+#include "test_util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "core.h"
+#include "ibvwrap.h"
+#include "../../src/transport/net_ib/init.h"
+}
+#include "ib_test_env.h"
+#include "plugin_loader.h"
+
+namespace {
+
+std::string diag() {
+  std::string lib = buildLibDir();
+  return lib.substr(0, lib.rfind('/')) + "/bin/railnet-diag";
+}
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+std::vector<std::string> words(const char* env) {
+  std::vector<std::string> out;
+  const char* v = getenv(env);
+  std::istringstream in(v ? v : "");
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+struct ToolRun {
+  int status = -1;
+  std::string out;
+};
+ToolRun sh(const std::string& cmd) {
+  ToolRun r;
+  FILE* p = popen(("( " + cmd + " ) 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// The first line of s that contains both a and b ("" if none).
+std::string lineWith(const std::string& s, const std::string& a, const std::string& b) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (has(line, a) && has(line, b)) return line;
+  return "";
+}
+// The line after the first line that contains a and b.
+std::string lineAfter(const std::string& s, const std::string& a, const std::string& b) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (has(line, a) && has(line, b)) return std::getline(in, line) ? line : "";
+  return "";
+}
+
+class PairSoftRoce : public ::testing::Test {
+ protected:
+  ScopedEnv env;
+  std::vector<std::string> devs, netdevs, addrs, gidIdx;
+  void SetUp() override {
+    std::string why = ibTwoDevicesOrWhy(env);
+    if (!why.empty()) RAILNET_SKIP(why);
+    devs = words("SOFTROCE_DEVS");
+    netdevs = words("SOFTROCE_NETDEVS");
+    addrs = words("SOFTROCE_ADDRS");
+    gidIdx = words("SOFTROCE_GID_INDEXES");
+    if (devs.size() < 2 || netdevs.size() < 2 || addrs.size() < 2 || gidIdx.size() < 2)
+      RAILNET_SKIP("SOFTROCE_DEVS/NETDEVS/ADDRS/GID_INDEXES are not set: run through test/softroce/run-vm.sh");
+    for (const char* v : {"NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "NCCL_CONF_FILE", "RAILNET_TRANSPORT"}) env.unset(v);
+  }
+  // --serve on devs[0] in the background, --pair from devs[1]; the server's log in *srv.
+  ToolRun pair(const std::string& clientEnv, const std::string& clientArgs, std::string* srv) {
+    TempDir d;
+    std::string port = "18600";
+    std::string serve = "NCCL_IB_HCA==" + devs[0] + " NCCL_SOCKET_IFNAME==" + netdevs[0] + " timeout 170 " + diag() +
+                        " --serve --port " + port + " --timeout 150 >" + d.path() + "/srv 2>&1 & ";
+    std::string wait = "for i in $(seq 100); do ss -ltn | grep -q ':" + port + " ' && break; sleep 0.2; done; ";
+    std::string client = "NCCL_IB_HCA==" + devs[1] + " NCCL_SOCKET_IFNAME==" + netdevs[1] + " " + clientEnv +
+                         " timeout 170 " + diag() + " --pair " + addrs[0] + ":" + port + " " + clientArgs +
+                         " 2>/dev/null; rc=$?; wait; exit $rc";
+    ToolRun r = sh(serve + wait + client);
+    ToolRun s = sh("cat " + d.path() + "/srv");
+    *srv = s.out;
+    return r;
+  }
+  std::string chosenRow(const std::string& out) const {
+    return lineWith(out, devs[1] + ":1 gid " + gidIdx[1] + " v2 " + addrs[1] + " *", devs[0] + ":1 gid " + gidIdx[0]);
+  }
+};
+
+TEST_F(PairSoftRoce, AutomaticGidWorksAndIsRecommended) {
+  std::string srv;
+  ToolRun r = pair("", "--bw", &srv);
+  EXPECT_EQ(r.status, 0) << r.out << "\nserver:\n" << srv;
+  printf("%s", r.out.c_str());  // the real run the README quotes
+  EXPECT_TRUE(has(srv, "session with " + addrs[1])) << srv;
+  EXPECT_TRUE(has(r.out, "device 0: " + netdevs[1] + " here <-> " + netdevs[0] + " on the peer: works")) << r.out;
+  std::string row = chosenRow(r.out);
+  EXPECT_TRUE(has(row, " ok (")) << r.out;
+  EXPECT_TRUE(has(r.out, "rail: " + devs[1] + ":1 here reaches " + devs[0] + ":1")) << r.out;
+  EXPECT_TRUE(has(r.out, "NCCL_IB_HCA==" + devs[1] + ":1")) << r.out;
+  EXPECT_TRUE(has(r.out, "NCCL_IB_HCA==" + devs[0] + ":1")) << r.out;
+  EXPECT_FALSE(has(r.out, "NCCL_IB_GID_INDEX=")) << r.out;
+  EXPECT_TRUE(has(r.out, "the chosen paths: TCP works, RDMA works")) << r.out;
+
+}
+
+TEST_F(PairSoftRoce, EmptyGidIndexFailsWithTheGidHint) {
+  std::string srv;
+  ToolRun r = pair("NCCL_IB_GID_INDEX=7", "", &srv);
+  EXPECT_EQ(r.status, 1) << r.out << "\nserver:\n" << srv;
+  printf("%s", r.out.c_str());
+  std::string row = lineWith(r.out, devs[1] + ":1 gid 7 empty *forced", "FAIL QP to RTR");
+  EXPECT_FALSE(row.empty()) << r.out;
+  EXPECT_TRUE(has(row, "No data available") || has(row, "Invalid argument")) << row;
+  EXPECT_TRUE(has(lineAfter(r.out, devs[1] + ":1 gid 7 empty", "FAIL"), "hint: GID: the GID index names an empty"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "PROBLEM: RDMA from " + devs[1] + ":1 here (GID index 7, the one railnet uses, forced by "
+                         "NCCL_IB_GID_INDEX) reaches no port of the peer"))
+      << r.out;
+  // the automatic index (the tier's RoCE v2 IPv4 entry) works, and the verdict names it
+  EXPECT_TRUE(has(r.out, "NCCL_IB_GID_INDEX=" + gidIdx[1])) << r.out;
+  EXPECT_TRUE(has(r.out, "the chosen paths: TCP works, RDMA FAILS")) << r.out;
+}
+
+TEST_F(PairSoftRoce, RoceDroppedByFirewallWhileTcpPasses) {
+  ToolRun nft = sh("nft add table inet rnt_pair && nft 'add chain inet rnt_pair in { type filter hook input priority 0; }' "
+               "&& nft add rule inet rnt_pair in udp dport 4791 drop");
+  ASSERT_EQ(nft.status, 0) << "nftables in the VM (nf_tables module): " << nft.out;
+  std::string srv;
+  ToolRun r = pair("", "", &srv);
+  ToolRun counters = sh("nft list table inet rnt_pair; nft delete table inet rnt_pair");
+  printf("%s", r.out.c_str());
+  EXPECT_EQ(r.status, 1) << r.out << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(r.out, "device 0: " + netdevs[1] + " here <-> " + netdevs[0] + " on the peer: works")) << r.out;
+  std::string row = chosenRow(r.out);
+  EXPECT_TRUE(has(row, "FAIL RDMA write here -> peer")) << r.out;
+  EXPECT_TRUE(has(lineAfter(r.out, devs[1] + ":1 gid " + gidIdx[1] + " v2", "FAIL"), "hint: firewall/ACL")) << r.out;
+  EXPECT_TRUE(has(r.out, "; TCP between the hosts works. Fix: firewall/ACL")) << r.out;
+  EXPECT_TRUE(has(r.out, "rail: " + devs[1] + ":1 here reaches no port of the peer")) << r.out;
+  EXPECT_TRUE(has(r.out, "the chosen paths: TCP works, RDMA FAILS")) << r.out;
+  EXPECT_EQ(counters.status, 0) << counters.out;
+}
+
+}  // namespace

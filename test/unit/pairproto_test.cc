@@ -1,0 +1,229 @@
+// The pair protocol of railnet-diag --serve/--pair (src/include/pairproto.h): every record
+// type survives encode + decode, the decoder refuses every malformed header and record
+// (magic, version, type, count, length, a string without NUL, values out of range), the
+// bounded socket I/O ends at its deadline or when the peer closes, and the TCP probe runs
+// against its answering side over loopback.
+#include <sys/socket.h>
+#include <unistd.h>
+#include <thread>
+#include "test_util.h"
+
+extern "C" {
+#include "pairprobe.h"
+#include "pairproto.h"
+}
+
+namespace {
+
+std::vector<uint8_t> encode(uint16_t type, const void* recs, uint32_t count) {
+  uint8_t* buf = nullptr;
+  size_t len = 0;
+  EXPECT_EQ(railnetPairEncode(type, recs, count, &buf, &len), ncclSuccess);
+  std::vector<uint8_t> v(buf, buf + len);
+  free(buf);
+  return v;
+}
+
+void put32(std::vector<uint8_t>& v, size_t off, uint32_t x) {
+  v[off] = (uint8_t)(x >> 24), v[off + 1] = (uint8_t)(x >> 16), v[off + 2] = (uint8_t)(x >> 8), v[off + 3] = (uint8_t)x;
+}
+
+ncclResult_t decode(const std::vector<uint8_t>& v, railnetPairMsg* m, std::string* why = nullptr) {
+  char w[128] = "";
+  ncclResult_t r = railnetPairDecode(v.data(), v.size(), m, w);
+  if (why) *why = w;
+  return r;
+}
+
+railnetPairHello hello() {
+  railnetPairHello h;
+  memset(&h, 0, sizeof(h));
+  snprintf(h.host, sizeof(h.host), "node-a");
+  snprintf(h.version, sizeof(h.version), "0.1.0");
+  h.probePort = 18517;
+  h.flags = RAILNET_PAIR_F_RDMA;
+  h.timeoutMs = 2000;
+  return h;
+}
+
+TEST(PairProto, EveryTypeRoundTrips) {
+  railnetPairHello h = hello();
+  railnetPairMsg m;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_HELLO, &h, 1), &m), ncclSuccess);
+  ASSERT_EQ(m.type, RAILNET_PAIR_HELLO);
+  EXPECT_STREQ(m.u.hello->host, "node-a");
+  EXPECT_EQ(m.u.hello->probePort, 18517);
+  EXPECT_EQ(m.u.hello->timeoutMs, 2000u);
+  railnetPairFree(&m);
+
+  railnetPairIface ifs[2];
+  memset(ifs, 0, sizeof(ifs));
+  snprintf(ifs[0].name, sizeof(ifs[0].name), "eth0");
+  ifs[0].family = 4, ifs[0].prefix = 24, ifs[0].mtu = 9000, ifs[0].selected = 1, ifs[0].up = 1;
+  ifs[0].addr[0] = 198, ifs[0].addr[1] = 18, ifs[0].addr[3] = 1;
+  snprintf(ifs[1].name, sizeof(ifs[1].name), "eth1");
+  ifs[1].family = 6, ifs[1].prefix = 64, ifs[1].addr[0] = 0x20, ifs[1].addr[1] = 0x01;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_IFACES, ifs, 2), &m), ncclSuccess);
+  ASSERT_EQ(m.count, 2u);
+  EXPECT_EQ(memcmp(&m.u.ifaces[0], &ifs[0], sizeof(ifs[0])), 0);
+  EXPECT_EQ(memcmp(&m.u.ifaces[1], &ifs[1], sizeof(ifs[1])), 0);
+  railnetPairFree(&m);
+
+  railnetPairRdmaQp q;
+  memset(&q, 0, sizeof(q));
+  q.id = 7, q.entry = 3, q.peerEntry = 1, q.qpn = 0xabcdef, q.psn = 0x123456, q.addr = 0x7f0011223344ull;
+  q.rkey = 0xdeadbeef, q.len = 1 << 20, q.mtu = 3, q.err = 61, q.step = RAILNET_PAIR_RDMA_RTR, q.lid = 9;
+  q.gid[15] = 1;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_RDMA_QP, &q, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.qp, &q, sizeof(q)), 0);
+  railnetPairFree(&m);
+
+  railnetPairBwStart b;
+  memset(&b, 0, sizeof(b));
+  snprintf(b.net, sizeof(b.net), "ib");
+  snprintf(b.dev, sizeof(b.dev), "mlx5_0");
+  b.port = 1, b.bytes = 1 << 20, b.count = 16;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.bwStart, &b, sizeof(b)), 0);
+  railnetPairFree(&m);
+  b.count = RAILNET_PAIR_BW_MAX_COUNT + 1;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclInvalidArgument);
+  railnetPairBwResult br;
+  memset(&br, 0, sizeof(br));
+  br.bytes = 16ull << 20, br.usec = 123456;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_BW_RESULT, &br, 1), &m), ncclSuccess);
+  EXPECT_EQ(m.u.bwResult->bytes, 16ull << 20);
+  railnetPairFree(&m);
+
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_BYE, nullptr, 0), &m), ncclSuccess);
+  EXPECT_EQ(m.type, RAILNET_PAIR_BYE);
+  EXPECT_EQ(m.count, 0u);
+  EXPECT_EQ(railnetPairRecordSize(RAILNET_PAIR_BYE), 0u);
+}
+
+TEST(PairProto, HeaderChecks) {
+  railnetPairHello h = hello();
+  std::vector<uint8_t> good = encode(RAILNET_PAIR_HELLO, &h, 1);
+  railnetPairMsg m;
+  std::string why;
+  std::vector<uint8_t> v = good;
+  v[0] = 'G';  // "GET / HTTP/1.1" and friends
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("bad magic"), std::string::npos) << why;
+  v = good;
+  v[5] = 2;  // version 2
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("protocol version 2"), std::string::npos) << why;
+  v = good;
+  v[7] = 99;  // type
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("unknown message type 99"), std::string::npos) << why;
+  v = good;
+  put32(v, 8, 2);  // two HELLOs
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  v = good;
+  put32(v, 12, (uint32_t)(good.size() - 16 + 1));  // length != count x record
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  v = good;
+  v.pop_back();  // truncated payload
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_EQ(railnetPairDecode(good.data(), 10, &m, nullptr), ncclInvalidArgument);
+  railnetPairIface many[RAILNET_PAIR_MAX_IFACES + 1];
+  uint8_t* buf = nullptr;
+  size_t len = 0;
+  EXPECT_EQ(railnetPairEncode(RAILNET_PAIR_IFACES, many, RAILNET_PAIR_MAX_IFACES + 1, &buf, &len), ncclInvalidArgument);
+}
+
+TEST(PairProto, RecordChecks) {
+  railnetPairHello h = hello();
+  std::vector<uint8_t> v = encode(RAILNET_PAIR_HELLO, &h, 1);
+  memset(v.data() + 16, 'x', 64);  // host without its NUL
+  railnetPairMsg m;
+  std::string why;
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("without its NUL"), std::string::npos) << why;
+  v = encode(RAILNET_PAIR_HELLO, &h, 1);
+  v[16 + 7] = 'x';  // "node-a\0x...": one encoding per value, padding is zero
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("bytes after its NUL"), std::string::npos) << why;
+
+  railnetPairIface f;
+  memset(&f, 0, sizeof(f));
+  f.family = 5;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_IFACES, &f, 1), &m, &why), ncclInvalidArgument);
+  f.family = 4, f.prefix = 33;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_IFACES, &f, 1), &m, &why), ncclInvalidArgument);
+
+  railnetPairTcpProbe p;
+  memset(&p, 0, sizeof(p));
+  p.bytes = RAILNET_PAIR_PROBE_MAX_BYTES + 1;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_TCP_PROBE, &p, 1), &m, &why), ncclInvalidArgument);
+
+  railnetPairRdmaQp q;
+  memset(&q, 0, sizeof(q));
+  q.qpn = 1u << 24;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_RDMA_QP, &q, 1), &m, &why), ncclInvalidArgument);
+  q.qpn = 1, q.entry = RAILNET_PAIR_MAX_RDMA;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_RDMA_QP, &q, 1), &m, &why), ncclInvalidArgument);
+
+  railnetPairRdmaRun run = {1, 0};
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_RDMA_RUN, &run, 1), &m, &why), ncclInvalidArgument);
+}
+
+TEST(PairProto, SocketIoIsBounded) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  railnetPairHello h = hello();
+  ASSERT_EQ(railnetPairSend(sv[0], RAILNET_PAIR_HELLO, &h, 1, railnetClockNs() + 1000000000ull), 0);
+  railnetPairMsg m;
+  char why[128] = "";
+  ASSERT_EQ(railnetPairExpect(sv[1], RAILNET_PAIR_HELLO, &m, railnetClockNs() + 1000000000ull, why), 0) << why;
+  railnetPairFree(&m);
+  uint64_t t0 = railnetClockNs();
+  EXPECT_EQ(railnetPairRecv(sv[1], &m, t0 + 200000000ull, why), ETIMEDOUT);  // nothing sent
+  EXPECT_LT(railnetClockNs() - t0, 2000000000ull);
+  // a header announcing a payload that never fully comes, then the peer closes
+  std::vector<uint8_t> v = encode(RAILNET_PAIR_HELLO, &h, 1);
+  ASSERT_EQ(write(sv[0], v.data(), 20), 20);
+  close(sv[0]);
+  EXPECT_EQ(railnetPairRecv(sv[1], &m, railnetClockNs() + 1000000000ull, why), ECONNRESET);
+  close(sv[1]);
+}
+
+TEST(PairProto, TcpProbeOverLoopback) {
+  int lfd = -1;
+  uint16_t port = 0;
+  ASSERT_EQ(railnetPairListen(0, &lfd, &port), 0);
+  std::thread answer([&] {
+    for (int k = 0; k < 100; k++) {
+      int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
+      if (fd < 0) {
+        usleep(10000);
+        continue;
+      }
+      railnetPairMsg m;
+      char why[128];
+      if (railnetPairExpect(fd, RAILNET_PAIR_TCP_PROBE, &m, railnetClockNs() + 2000000000ull, why) == 0) {
+        railnetPairTcpProbeAnswer(fd, m.u.probe, railnetClockNs() + 2000000000ull);
+        railnetPairFree(&m);
+      }
+      close(fd);
+      return;
+    }
+  });
+  railnetPairIface lo;
+  memset(&lo, 0, sizeof(lo));
+  snprintf(lo.name, sizeof(lo.name), "lo");
+  lo.family = 4, lo.up = 1, lo.addr[0] = 127, lo.addr[3] = 1;
+  railnetPairTcpResult r;
+  railnetPairTcpProbeRun(&lo, &lo, port, 2000, 100000, &r);
+  answer.join();
+  EXPECT_EQ(r.step, RAILNET_PAIR_TCP_OK) << railnetPairTcpStepName(r.step) << " " << strerror(r.err);
+  close(lfd);
+  // nothing listens there any more: refused at the connect step, within the bound
+  railnetPairTcpProbeRun(&lo, &lo, port, 2000, 100, &r);
+  EXPECT_EQ(r.step, RAILNET_PAIR_TCP_CONNECT);
+  EXPECT_EQ(r.err, ECONNREFUSED);
+}
+
+}  // namespace

@@ -1,0 +1,138 @@
+/*
+ * railnet-diag --serve / --pair: the checks between two nodes (the library has the wire
+ * format, src/include/pairproto.h, and the probes, src/include/pairprobe.h).
+ *
+ *   pair_listen.c   the listener both sides run: answers TCP probes, rejects strangers,
+ *                   hands a HELLO to the server's session
+ *   pair_server.c   --serve: the session with one client, its probes of the client
+ *   pair_client.c   --pair: the conversation, this side's TCP probes, the plan and its bound
+ *   pair_rdma.c     the RDMA paths: which to try, both ends of each, GID choice
+ *   pair_bw.c       --bw: a short transfer through railnet's transports per working path
+ *   pair_report.c   the TCP table, its problems, the verdict
+ *   pair_report_rdma.c  the RDMA table, its problems, the IB settings
+ */
+#ifndef RAILNET_TOOLS_DIAG_PAIR_H_
+#define RAILNET_TOOLS_DIAG_PAIR_H_
+
+#include <pthread.h>
+#include <stdint.h>
+#include "pairprobe.h"
+
+#define PAIR_PROBE_MS 2000      /* connect + echo bound per TCP path */
+#define PAIR_PROBE_BYTES 65536  /* echoed both ways */
+#define PAIR_RDMA_MS 3000       /* per RDMA operation set (setup, or write + read) */
+#define PAIR_RDMA_SMALL 4096
+#define PAIR_RDMA_BIG (1u << 20)
+#define PAIR_MAX_PATHS 256
+#define PAIR_BW_MS 10000        /* per --bw measurement */
+#define PAIR_BW_BYTES (1u << 20)
+#define PAIR_BW_COUNT 16
+#define PAIR_MAX_BW 32
+
+typedef struct {
+  const char* peer; /* --pair HOST[:P] */
+  int port;         /* --port, default RAILNET_PAIR_DEFAULT_PORT */
+  int timeout;      /* --timeout S (serve), default 120 */
+  int bw;           /* --bw */
+} pairOptions;
+
+/* ---------------------------------------------------------------- pair_listen.c */
+typedef struct pairListener pairListener;
+/* A HELLO arrived on fd (the session owns fd from here). Returns 0 to take it, else the
+ * connection is refused (one log line). */
+typedef int (*pairHelloFn)(int fd, const railnetPairHello* hello, const char* peer, void* arg);
+struct pairListener {
+  int fd;
+  uint16_t port;
+  volatile int stop;
+  uint64_t deadlineNs; /* 0: none */
+  pairHelloFn onHello; /* NULL: HELLO is refused (the client's listener) */
+  void* arg;
+  pthread_t thread;
+  int threaded;
+  int probesAnswered, rejected;
+};
+/* Listens on port (tryOthers: any free port when it is taken); 0 or the errno. */
+int pairListen(pairListener* l, uint16_t port, int tryOthers);
+/* Serves connections until stop or the deadline (in this thread, or in a new one). */
+void pairServeLoop(pairListener* l);
+int pairServeInThread(pairListener* l);
+void pairListenStop(pairListener* l);
+/* One line on stderr, "railnet-diag: ..." (a log of the serving side). */
+void pairLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---------------------------------------------------------------- pair_rdma.c */
+typedef struct {
+  int local, remote;            /* entries */
+  railnetPairRdmaQp mine, theirs;
+  int setupStep, setupErr, setupPeer; /* the failing setup step; setupPeer: on the peer */
+  railnetPairRdmaResult out[2]; /* this side writes/reads the peer: small, 1 MiB */
+  railnetPairRdmaResult in;     /* the peer writes/reads this side (its report) */
+  int tried;
+} pairRdmaPath;
+
+typedef struct {
+  char net[8];
+  char here[80], peer[80];
+  double mbps;
+  int err;
+  char why[128];
+} pairBw;
+
+/* ---------------------------------------------------------------- the session state */
+typedef struct {
+  railnetPairHello self, peer;
+  char peerName[300];
+  railnetPairIface local[RAILNET_PAIR_MAX_IFACES], remote[RAILNET_PAIR_MAX_IFACES];
+  int nLocal, nRemote;
+  railnetPairTcpResult out[RAILNET_PAIR_MAX_RESULTS], in[RAILNET_PAIR_MAX_RESULTS];
+  int nOut, nIn, inReceived;
+  railnetPairRdmaEntry lr[RAILNET_PAIR_MAX_RDMA], rr[RAILNET_PAIR_MAX_RDMA];
+  int nLr, nRr;
+  char rdmaWhy[128];
+  pairRdmaPath paths[PAIR_MAX_PATHS];
+  int nPaths;
+  int bw;
+  pairBw bwRes[PAIR_MAX_BW];
+  int nBw;
+} pairState;
+
+/* This host's side: hello, interfaces, RDMA entries. */
+void pairStateInit(pairState* st, uint16_t probePort);
+/* Every TCP probe from st->local to st->remote (same family) into st->out; progress on a tty. */
+void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
+int pairTcpPathCount(const pairState* st);
+/* Progress on stderr when it is a terminal (text mode); NULL clears the line. */
+void pairProgress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* pair_rdma.c */
+void pairRdmaList(pairState* st);
+int pairRdmaPlan(pairState* st);                           /* fills st->paths; returns the count */
+void pairRdmaRunClient(pairState* st, int fd, uint64_t deadlineNs); /* every path, both sides */
+/* The server's answers: RDMA_QP and RDMA_RUN (one path at a time). 0 or an errno. */
+int pairRdmaServe(pairState* st, int fd, const railnetPairMsg* m, uint64_t deadlineNs);
+void pairRdmaServeEnd(void);
+
+/* pair_bw.c: the server's end of one BW_START; the client's measurements of every working
+ * chosen path (tcpOk[k]: NCCL's socket device k works both ways); their section. */
+int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl);
+void pairBwRunClient(pairState* st, int fd, const int* tcpOk, int nTcp);
+void pairBwReport(const pairState* st);
+
+/* pair_server.c / pair_client.c: exit status */
+int pairServe(const pairOptions* o);
+int pairClient(const pairOptions* o);
+
+/* pair_report.c */
+void pairReport(pairState* st);
+/* Does TCP work both ways between NCCL's socket device k here and the peer's device k?
+ * -1 when one side has no device k. *fail (may be NULL) gets a failing probe. */
+int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** fail);
+/* pair_report_rdma.c: the RDMA table and its findings; 1 the chosen paths work, 0 they
+ * fail, -1 no RDMA on one side. The NCCL_IB_HCA / NCCL_IB_GID_INDEX values for side 0 (here)
+ * or 1 (the peer), "" when there is nothing to set. */
+int rdmaSection(const pairState* st);
+int pairRdmaPathOk(const pairRdmaPath* p); /* set up, and both ways both sizes worked */
+void rdmaSettings(const pairState* st, int side, char* hca, size_t hcaSize, char* gid, size_t gidSize);
+
+#endif

@@ -1,0 +1,212 @@
+/* railnet-diag --pair --bw: a short bandwidth figure per working chosen path, measured
+ * through railnet's own transports (include/railnet.h, railnetGetNet("socket" / "ib")), the
+ * way NCCL would drive them: the server listens on the device by name and returns the
+ * handle over the control connection (BW_START / BW_HANDLE), the client connects from its
+ * device and sends PAIR_BW_COUNT messages of PAIR_BW_BYTES, four in flight, the server
+ * receives them and reports what it got (BW_RESULT). Everything ends by a deadline. */
+#include <errno.h>
+#include <stdio.h>
+#include "diag.h"
+#include "pair.h"
+#include "railnet.h"
+
+#define BW_WINDOW 4
+
+/* The railnet transport `name` initialised once per process, and the index of device dev
+ * (port 0: any) on it; 0 or an errno with why. */
+static int bwOpen(const char* name, const char* dev, int port, const ncclNet_t** netOut, void** ctxOut, int* idx,
+                  char* why, size_t whySize) {
+  static void* ctxs[2];
+  static int state[2]; /* 0 not tried, 1 ready, -1 failed */
+  int k = strcmp(name, "ib") == 0;
+  const ncclNet_t* net = railnetGetNet(k ? "ib" : "socket");
+  if (net == NULL || (strcmp(name, "ib") && strcmp(name, "socket"))) {
+    sfmt(why, whySize, "railnet has no transport '%s'", name);
+    return EINVAL;
+  }
+  if (state[k] == 0) state[k] = net->init(&ctxs[k], 0, NULL, NULL, NULL) == ncclSuccess ? 1 : -1;
+  int n = 0;
+  if (state[k] < 0 || net->devices(&n) != ncclSuccess) {
+    sfmt(why, whySize, "the %s transport did not initialise here", name);
+    return ENODEV;
+  }
+  for (int d = 0; d < n; d++) {
+    ncclNetProperties_t p;
+    memset(&p, 0, sizeof(p));
+    if (net->getProperties(d, &p) != ncclSuccess || p.name == NULL || strcmp(p.name, dev)) continue;
+    if (port && p.port != port) continue;
+    *netOut = net, *ctxOut = ctxs[k], *idx = d;
+    return 0;
+  }
+  sfmt(why, whySize, "%s:%d is not among the %s transport's %d devices here", dev, port, name, n);
+  return ENODEV;
+}
+
+/* count messages of bytes through comm (send or receive), BW_WINDOW in flight; 0 or an errno. */
+static int bwLoop(const ncclNet_t* net, void* comm, int send, void* buf, uint32_t bytes, uint32_t count, void* mh,
+                  uint64_t dl, uint64_t* moved) {
+  void* reqs[BW_WINDOW] = {0};
+  uint32_t posted = 0, done = 0;
+  while (done < count) {
+    for (int w = 0; w < BW_WINDOW; w++) {
+      if (reqs[w] || posted == count) continue;
+      size_t size = bytes;
+      int tag = 1;
+      ncclResult_t r = send ? net->isend(comm, buf, bytes, tag, mh, NULL, &reqs[w])
+                            : net->irecv(comm, 1, &buf, &size, &tag, &mh, NULL, &reqs[w]);
+      if (r != ncclSuccess) return EIO;
+      if (reqs[w]) posted++;
+    }
+    for (int w = 0; w < BW_WINDOW; w++) {
+      int d = 0, size = 0;
+      if (reqs[w] == NULL) continue;
+      if (net->test(reqs[w], &d, &size) != ncclSuccess) return EIO;
+      if (d) reqs[w] = NULL, done++, *moved += (uint64_t)size;
+    }
+    if (railnetClockNs() > dl) return ETIMEDOUT;
+  }
+  return 0;
+}
+
+/* The server's end of one measurement: listen, hand the handle over, accept, receive. */
+int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl) {
+  railnetPairBwHandle h;
+  railnetPairBwResult res;
+  memset(&h, 0, sizeof(h));
+  memset(&res, 0, sizeof(res));
+  uint64_t dl = railnetClockNs() + PAIR_BW_MS * 1000000ull;
+  if (dl > sessionDl) dl = sessionDl;
+  const ncclNet_t* net = NULL;
+  void *ctx = NULL, *lc = NULL, *rc = NULL, *mh = NULL;
+  int dev = 0;
+  h.err = bwOpen(b->net, b->dev, b->port, &net, &ctx, &dev, h.why, sizeof(h.why));
+  if (h.err == 0 && net->listen(ctx, dev, h.handle, &lc) != ncclSuccess)
+    h.err = EIO, sfmt(h.why, sizeof(h.why), "listen on %s failed", b->dev);
+  int e = railnetPairSend(fd, RAILNET_PAIR_BW_HANDLE, &h, 1, dl);
+  if (e || h.err) {
+    if (lc) net->closeListen(lc);
+    return e;
+  }
+  ncclNetDeviceHandle_t* dh = NULL;
+  while (rc == NULL && railnetClockNs() < dl && net->accept(lc, &rc, &dh) == ncclSuccess) {
+  }
+  void* buf = malloc(b->bytes);
+  if (rc == NULL) res.err = ETIMEDOUT, sfmt(res.why, sizeof(res.why), "no connection to accept");
+  else if (buf == NULL || net->regMr(rc, buf, b->bytes, NCCL_PTR_HOST, &mh) != ncclSuccess)
+    res.err = ENOMEM, sfmt(res.why, sizeof(res.why), "cannot register %u bytes", b->bytes);
+  if (res.err == 0) {
+    uint64_t t0 = railnetClockNs();
+    res.err = bwLoop(net, rc, 0, buf, b->bytes, b->count, mh, dl, &res.bytes);
+    res.usec = (uint32_t)((railnetClockNs() - t0) / 1000);
+    if (res.err) sfmt(res.why, sizeof(res.why), "receiving: %s", strerror(res.err));
+  }
+  if (mh) net->deregMr(rc, mh);
+  if (rc) net->closeRecv(rc);
+  net->closeListen(lc);
+  free(buf);
+  return railnetPairSend(fd, RAILNET_PAIR_BW_RESULT, &res, 1, sessionDl);
+}
+
+/* The client's end: connect from local dev to the peer's handle and send. */
+static void bwSend(int fd, const railnetPairBwStart* b, const char* localDev, int localPort, pairBw* out) {
+  uint64_t dl = railnetClockNs() + PAIR_BW_MS * 1000000ull;
+  railnetPairMsg m;
+  char why[128] = "";
+  if (railnetPairSend(fd, RAILNET_PAIR_BW_START, b, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_BW_HANDLE, &m, dl, why)) {
+    out->err = EPROTO, sfmt(out->why, sizeof(out->why), "%s", why);
+    return;
+  }
+  railnetPairBwHandle h = *m.u.bwHandle;
+  railnetPairFree(&m);
+  if (h.err) {
+    out->err = h.err, sfmt(out->why, sizeof(out->why), "on the peer: %s", h.why);
+    return;
+  }
+  const ncclNet_t* net = NULL;
+  void *ctx = NULL, *sc = NULL, *mh = NULL, *buf = malloc(b->bytes);
+  ncclNetDeviceHandle_t* dh = NULL;
+  int dev = 0;
+  out->err = bwOpen(b->net, localDev, localPort, &net, &ctx, &dev, out->why, sizeof(out->why));
+  while (out->err == 0 && sc == NULL && railnetClockNs() < dl)
+    if (net->connect(ctx, dev, h.handle, &sc, &dh) != ncclSuccess) out->err = ECONNREFUSED;
+  if (out->err == 0 && sc == NULL) out->err = ETIMEDOUT, sfmt(out->why, sizeof(out->why), "connect did not complete");
+  if (out->err == 0 && (buf == NULL || net->regMr(sc, buf, b->bytes, NCCL_PTR_HOST, &mh) != ncclSuccess))
+    out->err = ENOMEM, sfmt(out->why, sizeof(out->why), "cannot register %u bytes", b->bytes);
+  uint64_t moved = 0, t0 = railnetClockNs();
+  if (out->err == 0) {
+    if (buf) memset(buf, 0x5a, b->bytes);
+    out->err = bwLoop(net, sc, 1, buf, b->bytes, b->count, mh, dl, &moved);
+    if (out->err) sfmt(out->why, sizeof(out->why), "sending: %s", strerror(out->err));
+  }
+  double secs = (double)(railnetClockNs() - t0) / 1e9;
+  if (mh) net->deregMr(sc, mh);
+  if (sc) net->closeSend(sc);
+  free(buf);
+  /* the server answers whether or not the send worked (its accept or receive ends by dl) */
+  if (railnetPairExpect(fd, RAILNET_PAIR_BW_RESULT, &m, dl + 2000000000ull, why) == 0) {
+    if (out->err == 0 && m.u.bwResult->err) out->err = m.u.bwResult->err, sfmt(out->why, sizeof(out->why), "on the peer: %s", m.u.bwResult->why);
+    else if (out->err == 0 && m.u.bwResult->bytes != moved)
+      out->err = EIO, sfmt(out->why, sizeof(out->why), "the peer received %llu of %llu bytes",
+                           (unsigned long long)m.u.bwResult->bytes, (unsigned long long)moved);
+    railnetPairFree(&m);
+  }
+  if (out->err == 0) out->mbps = secs > 0 ? (double)moved / secs / (1 << 20) : 0;
+}
+
+static void addTarget(pairState* st, int fd, const char* net, const char* here, int hp, const char* peer, int pp) {
+  if (st->nBw >= PAIR_MAX_BW) return;
+  pairBw* o = &st->bwRes[st->nBw++];
+  memset(o, 0, sizeof(*o));
+  sfmt(o->net, sizeof(o->net), "%s", net);
+  sfmt(o->here, sizeof(o->here), "%s%s%.0d", here, hp ? ":" : "", hp);
+  sfmt(o->peer, sizeof(o->peer), "%s%s%.0d", peer, pp ? ":" : "", pp);
+  railnetPairBwStart b;
+  memset(&b, 0, sizeof(b));
+  sfmt(b.net, sizeof(b.net), "%s", net);
+  sfmt(b.dev, sizeof(b.dev), "%s", peer);
+  b.port = (uint8_t)pp, b.bytes = PAIR_BW_BYTES, b.count = PAIR_BW_COUNT;
+  pairProgress("  bandwidth %s: %s -> %s", net, o->here, o->peer);
+  bwSend(fd, &b, here, hp, o);
+}
+
+void pairBwRunClient(pairState* st, int fd, const int* tcpOk, int nTcp) {
+  st->nBw = 0;
+  for (int k = 0; k < nTcp; k++) {
+    if (!tcpOk[k]) continue;
+    const railnetPairIface *L = NULL, *R = NULL;
+    for (int i = 0; i < st->nLocal && !L; i++) L = st->local[i].selected == k + 1 ? &st->local[i] : NULL;
+    for (int j = 0; j < st->nRemote && !R; j++) R = st->remote[j].selected == k + 1 ? &st->remote[j] : NULL;
+    if (L && R) addTarget(st, fd, "socket", L->name, 0, R->name, 0);
+  }
+  for (int q = 0; q < st->nPaths; q++) {
+    const pairRdmaPath* p = &st->paths[q];
+    const railnetPairRdmaEntry *a = &st->lr[p->local], *b = &st->rr[p->remote];
+    if (!(a->isAuto & RAILNET_PAIR_GID_CHOSEN) || !(b->isAuto & RAILNET_PAIR_GID_CHOSEN) || !pairRdmaPathOk(p)) continue;
+    addTarget(st, fd, "ib", a->dev, a->port, b->dev, b->port);
+  }
+  pairProgress(NULL);
+}
+
+void pairBwReport(const pairState* st) {
+  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 16 x 1 MiB, 4 in flight, here -> peer)");
+  jOpen("paths", '[');
+  for (int i = 0; i < st->nBw; i++) {
+    const pairBw* b = &st->bwRes[i];
+    if (b->err) text("  %-7s %-20s -> %-20s FAIL %s (%s)\n", b->net, b->here, b->peer, b->why, strerror(b->err));
+    else text("  %-7s %-20s -> %-20s %.1f MB/s\n", b->net, b->here, b->peer, b->mbps);
+    jOpen(NULL, '{');
+    jStr("transport", b->net);
+    jStr("here", b->here);
+    jStr("peer", b->peer);
+    jBool("ok", b->err == 0);
+    if (b->err) jStr("failure", b->why);
+    else jNum("MBps", b->mbps);
+    jClose('}');
+    if (b->err)
+      WARNING("run railnet-perf between the two nodes with NCCL_DEBUG=INFO for the transport's own messages",
+              "the %s transport could not move data %s -> %s although the probe worked: %s", b->net, b->here, b->peer,
+              b->why);
+  }
+  jClose(']');
+  if (st->nBw == 0) text("  no working chosen path to measure\n");
+}

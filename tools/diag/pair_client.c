@@ -1,0 +1,229 @@
+/* railnet-diag --pair HOST[:P]: the client's side of the conversation (pairproto.h). It
+ * exchanges interfaces and RDMA entries with the server, prints the plan and the time it is
+ * bounded by, probes every local x peer address pair, asks the server for its probes of
+ * this host, runs the RDMA paths, and hands everything to the report. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "diag.h"
+#include "pair.h"
+#include "railnet.h"
+
+static int progressOn = -1;
+void pairProgress(const char* fmt, ...) {
+  if (progressOn < 0) progressOn = !jsonMode && isatty(STDERR_FILENO);
+  if (!progressOn) return;
+  if (fmt == NULL) {
+    fprintf(stderr, "\r\033[K");
+    return;
+  }
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\r\033[K%s", line);
+  fflush(stderr);
+}
+
+void pairStateInit(pairState* st, uint16_t probePort) {
+  gethostname(st->self.host, sizeof(st->self.host) - 1);
+  snprintf(st->self.version, sizeof(st->self.version), "%s", railnetVersion());
+  st->self.probePort = probePort;
+  st->self.timeoutMs = PAIR_PROBE_MS;
+  if (railnetPairListIfaces(st->local, RAILNET_PAIR_MAX_IFACES, &st->nLocal) != ncclSuccess) st->nLocal = 0;
+  pairRdmaList(st);
+  if (st->nLr) st->self.flags |= RAILNET_PAIR_F_RDMA;
+}
+
+int pairTcpPathCount(const pairState* st) {
+  int n = 0;
+  for (int i = 0; i < st->nLocal; i++)
+    for (int j = 0; j < st->nRemote; j++) n += st->local[i].family == st->remote[j].family;
+  return n;
+}
+
+void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label) {
+  int total = pairTcpPathCount(st), k = 0;
+  st->nOut = 0;
+  for (int i = 0; i < st->nLocal; i++) {
+    for (int j = 0; j < st->nRemote && st->nOut < RAILNET_PAIR_MAX_RESULTS; j++) {
+      if (st->local[i].family != st->remote[j].family) continue;
+      char a[INET6_ADDRSTRLEN];
+      if (label)
+        pairProgress("  %s [%d/%d] %s -> %s (%s)", label, ++k, total, st->local[i].name,
+                     railnetPairAddrString(st->remote[j].family, st->remote[j].addr, a, sizeof(a)), st->remote[j].name);
+      railnetPairTcpProbeRun(&st->local[i], &st->remote[j], peerPort, timeoutMs, PAIR_PROBE_BYTES, &st->out[st->nOut++]);
+    }
+  }
+  if (label) pairProgress(NULL);
+}
+
+/* HOST[:P] (or [v6]:P) to a connected control socket *fd within 5 s; 0 or an errno (why set). */
+static int connectControl(const char* spec, int defPort, pairState* st, int* fdOut, char* why, size_t whySize) {
+  char host[256];
+  int port = defPort;
+  snprintf(host, sizeof(host), "%s", spec);
+  char* colon = strrchr(host, ':');
+  if (host[0] == '[') {
+    char* close = strchr(host, ']');
+    if (close && close[1] == ':') port = atoi(close + 2);
+    if (close) *close = '\0';
+    memmove(host, host + 1, strlen(host));
+  } else if (colon && strchr(host, ':') == colon) {
+    *colon = '\0';
+    port = atoi(colon + 1);
+  }
+  if (port <= 0 || port > 65535) {
+    snprintf(why, whySize, "bad port in '%s'", spec);
+    return EINVAL;
+  }
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  int g = getaddrinfo(host, NULL, &hints, &res);
+  if (g != 0 || res == NULL) {
+    snprintf(why, whySize, "cannot resolve '%s': %s", host, gai_strerror(g));
+    return EHOSTUNREACH;
+  }
+  int e = EHOSTUNREACH, fd = -1;
+  for (struct addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    uint8_t addr[16];
+    int fam = a->ai_family == AF_INET ? 4 : 6;
+    if (fam == 4) memcpy(addr, &((struct sockaddr_in*)a->ai_addr)->sin_addr, 4);
+    else memcpy(addr, &((struct sockaddr_in6*)a->ai_addr)->sin6_addr, 16);
+    char txt[INET6_ADDRSTRLEN];
+    railnetPairAddrString(fam, addr, txt, sizeof(txt));
+    if (strcmp(host, txt) == 0) snprintf(st->peerName, sizeof(st->peerName), "%s port %d", txt, port);
+    else snprintf(st->peerName, sizeof(st->peerName), "%s (%s port %d)", host, txt, port);
+    e = railnetPairConnectFrom(NULL, fam, addr, (uint16_t)port, railnetClockNs() + 5000000000ull, &fd);
+  }
+  freeaddrinfo(res);
+  if (e) {
+    snprintf(why, whySize, "cannot connect to %s: %s", st->peerName, strerror(e));
+    return e;
+  }
+  *fdOut = fd;
+  return 0;
+}
+
+/* HELLO, IFACES and RDMA_PORTS both ways; 0 or an errno with why. */
+static int exchangeFacts(pairState* st, int fd, char* why) {
+  uint64_t dl = railnetClockNs() + 10000000000ull;
+  railnetPairMsg m;
+  int e = railnetPairSend(fd, RAILNET_PAIR_HELLO, &st->self, 1, dl);
+  if (e == 0) e = railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why);
+  if (e) return e;
+  st->peer = *m.u.hello;
+  railnetPairFree(&m);
+  if ((e = railnetPairSend(fd, RAILNET_PAIR_IFACES, st->local, (uint32_t)st->nLocal, dl)) != 0 ||
+      (e = railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why)) != 0)
+    return e;
+  st->nRemote = (int)m.count;
+  if (m.count) memcpy(st->remote, m.u.ifaces, m.count * sizeof(*m.u.ifaces));
+  railnetPairFree(&m);
+  if ((e = railnetPairSend(fd, RAILNET_PAIR_RDMA_PORTS, st->lr, (uint32_t)st->nLr, dl)) != 0 ||
+      (e = railnetPairExpect(fd, RAILNET_PAIR_RDMA_PORTS, &m, dl, why)) != 0)
+    return e;
+  st->nRr = (int)m.count;
+  if (m.count) memcpy(st->rr, m.u.rdma, m.count * sizeof(*m.u.rdma));
+  railnetPairFree(&m);
+  return 0;
+}
+
+/* The server's probes of this host; 0 or an errno. */
+static int peerProbes(pairState* st, int fd, int nIn, char* why) {
+  uint64_t dl = railnetClockNs() + (uint64_t)nIn * st->self.timeoutMs * 1000000ull + 5000000000ull;
+  railnetPairMsg m;
+  pairProgress("  TCP from the peer: %d paths (the peer probes this host)", nIn);
+  int e = railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, NULL, 0, dl);
+  if (e == 0) e = railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why);
+  pairProgress(NULL);
+  if (e) return e;
+  st->nIn = (int)m.count;
+  if (m.count) memcpy(st->in, m.u.tcp, m.count * sizeof(*m.u.tcp));
+  st->inReceived = 1;
+  railnetPairFree(&m);
+  return 0;
+}
+
+static void printPlan(pairState* st, int nIn) {
+  int nOut = pairTcpPathCount(st), nRdma = pairRdmaPlan(st);
+  int nBw = 0;
+  for (int i = 0; st->bw && i < st->nLocal; i++) nBw += st->local[i].selected > 0;
+  for (int q = 0; st->bw && q < nRdma; q++)
+    nBw += (st->lr[st->paths[q].local].isAuto & st->rr[st->paths[q].remote].isAuto & RAILNET_PAIR_GID_CHOSEN) != 0;
+  double bound = (double)(nOut + nIn) * PAIR_PROBE_MS / 1000.0 + nRdma * 3.0 * PAIR_RDMA_MS / 1000.0 +
+                 nBw * (PAIR_BW_MS + 2000) / 1000.0 + 10;
+  text("railnet-diag %s on %s: pair check with %s (railnet-diag %s on %s)\n", railnetVersion(), st->self.host,
+       st->peerName, st->peer.version, st->peer.host);
+  text("plan: %d TCP paths from here and %d from the peer (each <= %d ms), %d RDMA paths (each <= %d ms): "
+       "%sat most %.0f s\n",
+       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, st->bw ? "--bw on each chosen path, " : "", bound);
+  jStr("peer", st->peerName);
+  jStr("peer_host", st->peer.host);
+  jStr("peer_version", st->peer.version);
+  jInt("tcp_paths_out", nOut);
+  jInt("tcp_paths_in", nIn);
+  jInt("rdma_paths", nRdma);
+  jNum("bound_s", bound);
+}
+
+static int runChecks(pairState* st, int fd, char* why) {
+  int e = exchangeFacts(st, fd, why);
+  if (e) return e;
+  int nIn = 0;
+  for (int i = 0; i < st->nRemote; i++)
+    for (int j = 0; j < st->nLocal; j++) nIn += st->remote[i].family == st->local[j].family;
+  printPlan(st, nIn);
+  pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
+  if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
+  pairRdmaRunClient(st, fd, railnetClockNs() + (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS * 1000000ull + 5000000000ull);
+  if (st->bw) {
+    int tcpOk[RAILNET_PAIR_MAX_IFACES], n = 0;
+    while (n < RAILNET_PAIR_MAX_IFACES && pairTcpDeviceWorks(st, n, NULL) >= 0) tcpOk[n] = pairTcpDeviceWorks(st, n, NULL), n++;
+    pairBwRunClient(st, fd, tcpOk, n);
+  }
+  railnetPairSend(fd, RAILNET_PAIR_BYE, NULL, 0, railnetClockNs() + 2000000000ull);
+  return 0;
+}
+
+int pairClient(const pairOptions* o) {
+  pairState* st = (pairState*)calloc(1, sizeof(*st));
+  pairListener l;
+  if (st == NULL) return 1;
+  int e = pairListen(&l, (uint16_t)o->port, 1);
+  if (e) {
+    PROBLEM("free a TCP port or pick one with --port", "cannot listen for the peer's probes: %s", strerror(e));
+    free(st);
+    return 1;
+  }
+  pairServeInThread(&l);
+  pairStateInit(st, l.port);
+  st->bw = o->bw;
+  char why[512] = "";
+  int fd = -1;
+  if (connectControl(o->peer, o->port, st, &fd, why, sizeof(why)) != 0) {
+    section("pair", "Pair check");
+    PROBLEM("start 'railnet-diag --serve' on the peer first, and allow its TCP port (default 18517) through "
+            "its firewall",
+            "%s", why);
+  } else {
+    e = runChecks(st, fd, why);
+    close(fd);
+    if (e) {
+      section("pair", "Pair check");
+      PROBLEM("check that the peer runs the same railnet-diag (--serve) and that nothing cuts the connection",
+              "the conversation with %s stopped: %s", st->peerName, why[0] ? why : strerror(e));
+    } else {
+      pairReport(st);
+    }
+  }
+  pairListenStop(&l);
+  free(st);
+  return 0;
+}
