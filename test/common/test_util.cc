@@ -102,3 +102,28 @@ std::vector<std::string> linesWith(const std::string& s, const std::string& need
     if (has(line, needle)) out.push_back(line);
   return out;
 }
+
+std::string lineWith(const std::string& s, const std::string& a, const std::string& b) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (has(line, a) && has(line, b)) return line;
+  return "";
+}
+
+std::string lineAfter(const std::string& s, const std::string& a, const std::string& b) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (has(line, a) && has(line, b)) return std::getline(in, line) ? line : "";
+  return "";
+}
+
+std::vector<std::string> envWords(const char* name) {
+  std::vector<std::string> out;
+  const char* v = getenv(name);
+  std::istringstream in(v ? v : "");
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}

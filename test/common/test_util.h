@@ -75,6 +75,11 @@ class TempDir {
 inline bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 // The first line of s that starts with prefix ("" if none).
 std::string lineStarting(const std::string& s, const std::string& prefix);
+// The first line of s that contains both a and b ("" if none), and the line after it.
+std::string lineWith(const std::string& s, const std::string& a, const std::string& b);
+std::string lineAfter(const std::string& s, const std::string& a, const std::string& b);
+// The words of environment variable NAME (none when it is unset).
+std::vector<std::string> envWords(const char* name);
 // The lines of s that contain needle.
 std::vector<std::string> linesWith(const std::string& s, const std::string& needle);
 // The whole file ("" when it cannot be read).

@@ -27,16 +27,6 @@ extern "C" {
 
 namespace {
 
-std::vector<std::string> words(const char* env) {
-  std::vector<std::string> out;
-  const char* v = getenv(env);
-  if (!v) return out;
-  std::istringstream in(v);
-  std::string w;
-  while (in >> w) out.push_back(w);
-  return out;
-}
-
 // ibv_devinfo's rate for dev port 1 in Mbps ("active_width: 1X", "active_speed: 10.0 Gbps"); -1 unknown.
 int devinfoMbps(const std::string& dev) {
   std::string cmd = "ibv_devinfo -v -d " + dev + " -i 1 2>/dev/null";
@@ -110,7 +100,7 @@ TEST_F(IbDiscoveryTest, FindsTheRxeDevicesWithTheirRateAndNoPciPath) {
   uint64_t t0 = railnetClockNs();
   ASSERT_EQ(init(), ncclSuccess) << LogCapture::all();
   printf("discovery took %.1f ms\n", (railnetClockNs() - t0) / 1e6);
-  auto devs = words("SOFTROCE_DEVS");
+  auto devs = envWords("SOFTROCE_DEVS");
   auto found = names();
   for (auto& d : devs) EXPECT_NE(std::find(found.begin(), found.end(), d), found.end()) << d << " not found";
   for (auto& l : LogCapture::lines())
@@ -146,8 +136,8 @@ TEST_F(IbDiscoveryTest, FindsTheRxeDevicesWithTheirRateAndNoPciPath) {
 TEST_F(IbDiscoveryTest, AutomaticGidIndexIsTheRoceV2Ipv4EntryOnBothPaths) {
   LogCapture log;
   ASSERT_EQ(init(), ncclSuccess);
-  auto devs = words("SOFTROCE_DEVS");
-  auto want = words("SOFTROCE_GID_INDEXES");
+  auto devs = envWords("SOFTROCE_DEVS");
+  auto want = envWords("SOFTROCE_GID_INDEXES");
   struct railnetIbvSymbols real = railnetIbv;
   for (int d = 0; d < ncclNIbDevs; d++) {
     struct ncclIbDev* dev = &ncclIbDevs[d];
@@ -188,7 +178,7 @@ TEST_F(IbDiscoveryTest, AutomaticGidIndexIsTheRoceV2Ipv4EntryOnBothPaths) {
 }
 
 TEST_F(IbDiscoveryTest, IbHcaSelectsDevices) {
-  auto devs = words("SOFTROCE_DEVS");
+  auto devs = envWords("SOFTROCE_DEVS");
   if (devs.size() != 2 || devs[0] != "rxe0" || devs[1] != "rxe1") RAILNET_SKIP("needs the tier's rxe0 and rxe1");
   EXPECT_EQ(withHca("rxe1"), std::vector<std::string>({"rxe1"}));
   EXPECT_EQ(withHca("=rxe0"), std::vector<std::string>({"rxe0"}));
@@ -233,7 +223,7 @@ bool waitFor(const std::function<bool()>& cond, int ms) {
 // A port whose netdev goes down: the async event thread logs the port event with the
 // device name, and a new discovery skips the port. The link comes back for later tests.
 TEST_F(IbDiscoveryTest, PortWhoseNetdevGoesDownIsLoggedAndSkipped) {
-  std::vector<std::string> devs = words("SOFTROCE_DEVS");
+  std::vector<std::string> devs = envWords("SOFTROCE_DEVS");
   if (devs.size() != 2 || getuid() != 0) RAILNET_SKIP("needs the tier's rxe0/rxe1 and root");
   const std::string dev = devs[1];
   const std::string sys = "/sys/class/infiniband/" + dev + "/ports/1/";

@@ -58,6 +58,21 @@ inline int softroceLinkUp(const std::string& netdev) {
   return rc != 0 ? rc : system(cmd.c_str());
 }
 
+// The tier's simulated hosts as test/softroce/run-vm.sh describes them (one entry per RDMA
+// device): load() returns "" or why they are not there (the test then skips).
+struct SoftRoceHosts {
+  std::vector<std::string> devs, netdevs, addrs, gidIdx;
+  std::string load() {
+    devs = envWords("SOFTROCE_DEVS");
+    netdevs = envWords("SOFTROCE_NETDEVS");
+    addrs = envWords("SOFTROCE_ADDRS");
+    gidIdx = envWords("SOFTROCE_GID_INDEXES");
+    if (devs.size() < 2 || netdevs.size() != devs.size() || addrs.size() != devs.size() || gidIdx.size() != devs.size())
+      return "SOFTROCE_DEVS/NETDEVS/ADDRS/GID_INDEXES are not set: run through test/softroce/run-vm.sh";
+    return "";
+  }
+};
+
 // The logger of a forked child: its WARNs on stderr, which the parent collects from a pipe.
 inline void ibChildLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
                           ...) {

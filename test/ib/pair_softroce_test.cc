@@ -26,67 +26,22 @@ extern "C" {
 
 namespace {
 
-std::string diag() {
-  std::string lib = buildLibDir();
-  return lib.substr(0, lib.rfind('/')) + "/bin/railnet-diag";
-}
-bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
-std::vector<std::string> words(const char* env) {
-  std::vector<std::string> out;
-  const char* v = getenv(env);
-  std::istringstream in(v ? v : "");
-  std::string w;
-  while (in >> w) out.push_back(w);
-  return out;
-}
-
-struct ToolRun {
-  int status = -1;
-  std::string out;
-};
-ToolRun sh(const std::string& cmd) {
-  ToolRun r;
-  FILE* p = popen(("( " + cmd + " ) 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-// The first line of s that contains both a and b ("" if none).
-std::string lineWith(const std::string& s, const std::string& a, const std::string& b) {
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (has(line, a) && has(line, b)) return line;
-  return "";
-}
-// The line after the first line that contains a and b.
-std::string lineAfter(const std::string& s, const std::string& a, const std::string& b) {
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (has(line, a) && has(line, b)) return std::getline(in, line) ? line : "";
-  return "";
-}
+std::string diag() { return buildTool("railnet-diag"); }
+ToolRun sh(const std::string& cmd) { return shellRun(cmd); }
 
 class PairSoftRoce : public ::testing::Test {
  protected:
   ScopedEnv env;
-  std::vector<std::string> devs, netdevs, addrs, gidIdx;
+  SoftRoceHosts hosts;
+  std::vector<std::string>& devs = hosts.devs;
+  std::vector<std::string>& netdevs = hosts.netdevs;
+  std::vector<std::string>& addrs = hosts.addrs;
+  std::vector<std::string>& gidIdx = hosts.gidIdx;
   void SetUp() override {
     std::string why = ibTwoDevicesOrWhy(env);
     if (!why.empty()) RAILNET_SKIP(why);
-    devs = words("SOFTROCE_DEVS");
-    netdevs = words("SOFTROCE_NETDEVS");
-    addrs = words("SOFTROCE_ADDRS");
-    gidIdx = words("SOFTROCE_GID_INDEXES");
-    if (devs.size() < 2 || netdevs.size() < 2 || addrs.size() < 2 || gidIdx.size() < 2)
-      RAILNET_SKIP("SOFTROCE_DEVS/NETDEVS/ADDRS/GID_INDEXES are not set: run through test/softroce/run-vm.sh");
+    std::string missing = hosts.load();
+    if (!missing.empty()) RAILNET_SKIP(missing);
     for (const char* v : {"NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "NCCL_CONF_FILE", "RAILNET_TRANSPORT"}) env.unset(v);
   }
   // --serve on devs[0] in the background, --pair from devs[1]; the server's log in *srv.

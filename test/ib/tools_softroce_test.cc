@@ -31,15 +31,6 @@ namespace {
 
 std::string pluginLib() { return buildLibDir() + "/libnccl-net-railnet.so"; }
 
-std::vector<std::string> words(const char* env) {
-  std::vector<std::string> out;
-  const char* v = getenv(env);
-  std::istringstream in(v ? v : "");
-  std::string w;
-  while (in >> w) out.push_back(w);
-  return out;
-}
-
 std::string firstLine(const std::string& path) {
   std::string s = readFile(path);
   return s.substr(0, s.find('\n'));
@@ -52,17 +43,17 @@ const char* kRxeCounters[] = {"link_downed",        "rcvd_seq_err",           "c
 class ToolsSoftRoce : public ::testing::Test {
  protected:
   ScopedEnv env;
-  std::vector<std::string> devs, netdevs, addrs, gidIdx;
+  SoftRoceHosts hosts;
+  std::vector<std::string>& devs = hosts.devs;
+  std::vector<std::string>& netdevs = hosts.netdevs;
+  std::vector<std::string>& addrs = hosts.addrs;
+  std::vector<std::string>& gidIdx = hosts.gidIdx;
 
   void SetUp() override {
     std::string why = ibTwoDevicesOrWhy(env);
     if (!why.empty()) RAILNET_SKIP(why);
-    devs = words("SOFTROCE_DEVS");
-    netdevs = words("SOFTROCE_NETDEVS");
-    addrs = words("SOFTROCE_ADDRS");
-    gidIdx = words("SOFTROCE_GID_INDEXES");
-    if (devs.size() < 2 || netdevs.size() != devs.size() || addrs.size() != devs.size() || gidIdx.size() != devs.size())
-      RAILNET_SKIP("SOFTROCE_DEVS/NETDEVS/ADDRS/GID_INDEXES are not set: run through test/softroce/run-vm.sh");
+    std::string missing = hosts.load();
+    if (!missing.empty()) RAILNET_SKIP(missing);
     for (const char* v : {"NCCL_NET_PLUGIN", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "NCCL_CONF_FILE", "RAILNET_TRANSPORT"})
       env.unset(v);
   }

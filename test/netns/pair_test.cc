@@ -19,32 +19,9 @@
 
 namespace {
 
-std::string diag() {
-  std::string lib = buildLibDir();
-  return lib.substr(0, lib.rfind('/')) + "/bin/railnet-diag";
-}
-bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+std::string diag() { return buildTool("railnet-diag"); }
 double nowS() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-std::string readFile(const std::string& path) {
-  std::string s;
-  FILE* f = fopen(path.c_str(), "r");
-  if (f) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-    fclose(f);
-  }
-  return s;
-}
-// The first line of s that contains both a and b ("" if none).
-std::string lineWith(const std::string& s, const std::string& a, const std::string& b) {
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (has(line, a) && has(line, b)) return line;
-  return "";
 }
 
 const char* kClean = "unset NCCL_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_CONF_FILE NCCL_DEBUG; ";
