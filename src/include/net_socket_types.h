@@ -28,6 +28,9 @@ typedef struct {
   size_t offset;      /* written by the helper thread */
   int done;           /* atomic: offset == size, or failed */
   ncclResult_t result;
+  void* phandle;      /* NCCL's profiler parent of the message (NULL: none) */
+  void* eh;           /* the chunk's profiler event, started by the helper thread */
+  int evStarted;      /* that event was started (the profiler may hand back no handle) */
 } socketTask;
 
 /*
@@ -75,6 +78,9 @@ typedef struct {
   int taskSock[MAX_SOCKETS];
   int taskIdx[MAX_SOCKETS];
   int nTasks;
+  void* phandle;      /* NCCL's profiler parent (isend's phandle, irecv's phandles[0]) */
+  void* eh;           /* the profiler event of what travels on the control socket */
+  int ctrlEvent;      /* that event: 0 not yet, 1 started, 2 stopped */
 } socketRequest;
 
 typedef struct socketComm {
@@ -94,6 +100,7 @@ typedef struct socketComm {
   int failed;
   int isSend;
   char peer[SOCKET_NAME_MAXLEN];
+  ncclProfilerCallback_t prof; /* NCCL's profiler callback, from init (NULL: none) */
 } socketComm;
 
 #ifdef __cplusplus

@@ -20,12 +20,13 @@
 #include "net_socket_devices.h"
 #include "net_socket_p2p.h"
 #include "net_socket_types.h"
+#include "net_prof.h"
 
 static ncclResult_t socketInit(void** ctx, uint64_t commId, ncclNetCommConfig_t* config, ncclDebugLogger_t logger,
                                ncclProfilerCallback_t prof) {
   (void)commId;
-  (void)prof;
   if (logger) railnetSetLogger(logger);
+  railnetProfSet(RAILNET_PROF_SOCKET, prof);
   NCCLCHECK(railnetSocketDevicesInit());
   return railnetConnCtxCreate(config, "a socket context", ctx);
 }

@@ -12,6 +12,7 @@
 #include "net_socket_helper.h"
 #include "net_socket_types.h"
 #include "param.h"
+#include "net_prof.h"
 
 enum { P_INLINE, P_MIN_TASK, P_TIMEOUT };
 static const railnetParam netSocketCommParams[] = {
@@ -43,6 +44,7 @@ ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, 
   c->nSocks = nSocks;
   c->nThreads = nThreads;
   c->isSend = isSend;
+  c->prof = railnetProfGet(RAILNET_PROF_SOCKET);
   c->inlineSize = (int)railnetParamInt(&netSocketCommParams[P_INLINE]);
   c->minTask = (size_t)railnetParamInt(&netSocketCommParams[P_MIN_TASK]);
   c->ctrl.fd = -1;

@@ -6,11 +6,16 @@
 #include <poll.h>
 #include "net_socket_helper.h"
 #include "net_socket_types.h"
+#include "net_prof.h"
 
 /* Moves what the socket takes now; returns 1 if anything moved. */
 static int taskProgress(socketComm* c, int s, socketTask* t) {
   int op = c->isSend ? NCCL_SOCKET_SEND : NCCL_SOCKET_RECV;
   size_t before = t->offset;
+  if (!t->evStarted) {
+    t->evStarted = 1;
+    railnetProfSockStart(c->prof, &t->eh, t->phandle, c->socks[s].fd, op, t->size);
+  }
   while (t->offset < t->size) {
     size_t want = t->size - t->offset;
     if (want > (size_t)INT_MAX) want = (size_t)INT_MAX;
@@ -22,12 +27,16 @@ static int taskProgress(socketComm* c, int s, socketTask* t) {
            "the network failed",
            s, c->peer, closed ? "was closed" : "failed", t->offset, t->size);
       t->result = ncclRemoteError;
+      railnetProfStop(c->prof, &t->eh);
       __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
       return 1;
     }
     if (off == 0) break;
   }
-  if (t->offset == t->size) __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+  if (t->offset == t->size) {
+    railnetProfStop(c->prof, &t->eh);
+    __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+  }
   return t->offset != before;
 }
 

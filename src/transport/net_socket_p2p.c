@@ -10,8 +10,10 @@
 #include <string.h>
 #include "net_socket_p2p.h"
 #include "net_socket_types.h"
+#include "net_prof.h"
 
-static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void** request) {
+static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void* phandle,
+                                void** request) {
   if (request == NULL) return ncclInvalidArgument;
   *request = NULL;
   if (c->failed) {
@@ -35,6 +37,9 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     r->recordParsed = op == NCCL_SOCKET_SEND;
     r->ctrlDataOffset = 0;
     r->nTasks = 0;
+    r->phandle = phandle;
+    r->eh = NULL;
+    r->ctrlEvent = 0;
     if (op == NCCL_SOCKET_SEND) {
       ctrlRecord rec = {.size = size, .tag = tag, .pad = 0};
       memcpy(r->ctrl, &rec, sizeof(rec));
@@ -54,19 +59,17 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
 ncclResult_t ncclNetSocketIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                                 void** request) {
   (void)mhandle;
-  (void)phandle;
   socketComm* c = (socketComm*)sendComm;
   if (c == NULL || !c->isSend) {
     WARN("NET/Socket : isend on a comm that is not a send comm");
     return ncclInvalidArgument;
   }
-  return postRequest(c, NCCL_SOCKET_SEND, data, size, tag, request);
+  return postRequest(c, NCCL_SOCKET_SEND, data, size, tag, phandle, request);
 }
 
 ncclResult_t ncclNetSocketIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                                 void** phandles, void** request) {
   (void)mhandles;
-  (void)phandles;
   socketComm* c = (socketComm*)recvComm;
   if (c == NULL || c->isSend) {
     WARN("NET/Socket : irecv on a comm that is not a receive comm");
@@ -76,7 +79,8 @@ ncclResult_t ncclNetSocketIrecv(void* recvComm, int n, void** data, size_t* size
     WARN("NET/Socket : irecv with %d buffers; the Socket transport receives one at a time (maxRecvs 1)", n);
     return ncclInvalidArgument;
   }
-  return postRequest(c, NCCL_SOCKET_RECV, data[0], sizes[0], tags ? tags[0] : 0, request);
+  return postRequest(c, NCCL_SOCKET_RECV, data[0], sizes[0], tags ? tags[0] : 0, phandles ? phandles[0] : NULL,
+                     request);
 }
 
 /* Cuts the message after its inline part into tasks on the data sockets. */
@@ -95,6 +99,9 @@ static void scheduleTasks(socketComm* c, socketRequest* r, size_t start) {
     t->size = r->size - off < task ? r->size - off : task;
     t->offset = 0;
     t->result = ncclSuccess;
+    t->phandle = r->phandle;
+    t->eh = NULL;
+    t->evStarted = 0;
     __atomic_store_n(&t->done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&q->tail, q->tail + 1, __ATOMIC_RELEASE);
     r->taskSock[r->nTasks] = s;
@@ -110,6 +117,28 @@ static ncclResult_t commError(socketComm* c, ncclResult_t res) {
   return res;
 }
 
+/* The profiler event of the control socket's part of r: the payload bytes it carries (the
+ * inline part, or all of it without data sockets; the record itself is framing). Started
+ * once the size is known (a receive learns it from the record), stopped when that part is
+ * done or failed. */
+static void ctrlEventStart(socketComm* c, socketRequest* r) {
+  if (r->ctrlEvent != 0) return;
+  r->ctrlEvent = 1;
+  size_t onCtrl = r->size <= (size_t)c->inlineSize || c->nSocks == 0 ? r->size : 0;
+  railnetProfSockStart(c->prof, &r->eh, r->phandle, c->ctrl.fd, r->op, onCtrl);
+}
+
+static void ctrlEventStop(socketComm* c, socketRequest* r) {
+  if (r->ctrlEvent != 1) return;
+  r->ctrlEvent = 2;
+  railnetProfStop(c->prof, &r->eh);
+}
+
+static ncclResult_t requestError(socketComm* c, socketRequest* r, ncclResult_t res) {
+  ctrlEventStop(c, r);
+  return commError(c, res);
+}
+
 /* Drives the control socket for the oldest requests, in posting order. */
 static ncclResult_t ctrlProgress(socketComm* c) {
   for (;;) {
@@ -117,12 +146,13 @@ static ncclResult_t ctrlProgress(socketComm* c) {
     for (int i = 0; i < MAX_REQUESTS; i++)
       if (c->requests[i].state != REQ_FREE && c->requests[i].seq == c->ctrlSeq) r = &c->requests[i];
     if (r == NULL || r->state != REQ_CTRL) return ncclSuccess;
+    if (r->op == NCCL_SOCKET_SEND) ctrlEventStart(c, r);
     int closed = 0;
     ncclResult_t res = ncclSocketProgress(r->op, &c->ctrl, r->ctrl, r->ctrlLen, &r->ctrlOffset, &closed);
     if (res != ncclSuccess || closed) {
       WARN("NET/Socket : control connection to peer %s %s: the peer process died or closed its comm", c->peer,
            closed ? "was closed" : "failed");
-      return commError(c, ncclRemoteError);
+      return requestError(c, r, ncclRemoteError);
     }
     if (!r->recordParsed && r->ctrlOffset == (int)sizeof(ctrlRecord)) {
       r->recordParsed = 1;
@@ -133,15 +163,16 @@ static ncclResult_t ctrlProgress(socketComm* c) {
              "of sizes between ranks (check that all ranks run the same collective with the same NCCL_PROTO / "
              "NCCL_ALGO settings)",
              c->peer, (unsigned long long)rec.size, r->size);
-        return commError(c, ncclInvalidUsage);
+        return requestError(c, r, ncclInvalidUsage);
       }
       if (rec.tag != r->tag) {
         WARN("NET/Socket : peer %s sent a message with tag %d, the posted receive expects tag %d", c->peer, rec.tag,
              r->tag);
-        return commError(c, ncclInvalidUsage);
+        return requestError(c, r, ncclInvalidUsage);
       }
       r->size = rec.size;
       r->ctrlLen += rec.size <= (uint64_t)c->inlineSize ? (int)rec.size : 0;
+      ctrlEventStart(c, r);
       continue; /* receive the inline payload, if any */
     }
     if (r->ctrlOffset < r->ctrlLen) return ncclSuccess;
@@ -150,6 +181,7 @@ static ncclResult_t ctrlProgress(socketComm* c) {
     size_t start = r->size <= (size_t)c->inlineSize ? r->size : 0;
     if (start < r->size && c->nSocks > 0) {
       scheduleTasks(c, r, start);
+      ctrlEventStop(c, r);
       r->state = REQ_DATA;
       c->ctrlSeq++;
       continue;
@@ -164,10 +196,11 @@ static ncclResult_t ctrlProgress(socketComm* c) {
       if (res != ncclSuccess || closed) {
         WARN("NET/Socket : connection to peer %s %s after %zu of %zu bytes: the peer process died or the network "
              "failed", c->peer, closed ? "was closed" : "failed", r->ctrlDataOffset, r->size);
-        return commError(c, ncclRemoteError);
+        return requestError(c, r, ncclRemoteError);
       }
       if (off == 0) return ncclSuccess;
     }
+    ctrlEventStop(c, r);
     r->state = REQ_DATA;
     c->ctrlSeq++;
   }
