@@ -123,6 +123,14 @@ if [ "$DO_SOCKET" = 1 ]; then
         \"\$0\" --scale-one socket railnet \"$PLUGIN\" $n" "$HERE/scale.sh" || st=1
     done
     table socket
+    # with helper threads (AWS ENA's automatic 2 x 8 costs 17 fds and 2 threads per comm): up to 128 pairs
+    echo "== Socket transport with helper threads: NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 (N <= 128)"
+    for n in $COMMS; do
+      [ "$n" -le 128 ] || continue
+      ip netns exec "$NS" bash -c "ulimit -n "$(ulimit -Hn)"; RAILNET_TRANSPORT=socket NCCL_SOCKET_IFNAME=lo NCCL_SOCKET_NTHREADS=2 \
+        NCCL_NSOCKS_PERTHREAD=2 \"\$0\" --scale-one socket-2x2 railnet \"$PLUGIN\" $n" "$HERE/scale.sh" || st=1
+    done
+    table socket-2x2
   fi
 fi
 if [ "$DO_IB" = 1 ]; then
