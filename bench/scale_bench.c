@@ -21,11 +21,12 @@
  * One line per side (sender first), tab-separated:
  *   scale ROLE N SETUP_MS RSS_KiB FDS THREADS FIRST_MS CLOSED_RSS_KiB CLOSED_FDS CLOSED_THREADS
  * RSS, FDS, THREADS: growth over the baseline with N comms open; CLOSED_*: growth left after
- * closing (RSS left there is mostly freed heap that malloc keeps). RSS is Rss of
+ * closing (after malloc_trim, so freed heap malloc kept does not count). RSS is Rss of
  * /proc/self/smaps_rollup (see measure()). Exit status 0, or 1 with a line on stderr.
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -243,7 +244,10 @@ static void run(struct side* s, const char* plugin, const char* hca) {
   firstMessage(s);
   barrier(s->fd);
   closeAll(s);
-  measure(&s->closed); /* the plugin stays initialized, as in NCCL between communicators */
+  /* the plugin stays initialized, as in NCCL between communicators; what malloc keeps of
+   * the freed heap goes back first, so that what is left is what the plugin still holds */
+  malloc_trim(0);
+  measure(&s->closed);
   barrier(s->fd);
   printf("scale\t%s\t%d\t%.1f\t%ld\t%ld\t%ld\t%.1f\t%ld\t%ld\t%ld\n", role, s->n, s->setupMs,
          s->open.rssKiB - s->base.rssKiB, s->open.fds - s->base.fds, s->open.threads - s->base.threads, s->firstMs,
