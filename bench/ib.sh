@@ -22,9 +22,13 @@
 #                        again just before railnet; each round's ratio uses its own
 #                        ib_write_bw, and the median over the rounds is printed per size
 #   -o DIR               result directory (default: $RAILNET_BUILD/softroce/bench-ib)
+#   --peer-plugin PATH   another plugin (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so):
+#                        its 8-byte latency and packets per round trip beside railnet's, same boot
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
 #   railnet_bw   SIZE  ITERS  BW_AVG_MBps  RATIO_TO_IB_WRITE_BW  ROUND
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
+#   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
+#                                acknowledgements, over a run of 2N round trips minus one of N)
 # Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -68,6 +72,34 @@ pair() {
   fi
   grep -E '^(bw|lat),' "$SOFTROCE_OUT/railnet.client"
 }
+
+# packets both rxe devices sent so far (hw_counters/sent_pkts: requests and acknowledgements)
+sent_pkts() {
+  local d v s=0
+  for d in $SOFTROCE_DEVS; do
+    v=$(cat "/sys/class/infiniband/$d/ports/1/hw_counters/sent_pkts" 2>/dev/null) || v=0
+    s=$((s + v))
+  done
+  echo "$s"
+}
+
+# pkts_per_rtt N COMMAND...: packets per round trip of COMMAND, which takes the round trip
+# count as its last argument: (packets of a 2N run - packets of an N run) / N, so that setup,
+# warmup and the handshake cancel out
+pkts_per_rtt() {
+  local n=$1 a b c
+  shift
+  a=$(sent_pkts)
+  "$@" "$n" >/dev/null 2>&1 || return 1
+  b=$(sent_pkts)
+  "$@" $((2 * n)) >/dev/null 2>&1 || return 1
+  c=$(sent_pkts)
+  awk -v x=$((b - a)) -v y=$((c - b)) -v n="$n" 'BEGIN { printf "%.2f", (y - x) / n }'
+}
+
+perftest_lat() { "$HERE/softroce-perftest.sh" --in-vm lat 8 "$1"; }
+railnet_lat() { pair --lat -s 8 --warmup 20 -n "$1"; }
+peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --warmup 20 -n "$1"; }
 
 in_vm() {
   local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
@@ -124,6 +156,31 @@ in_vm() {
   printf '  %-10s %8d %8d  typical %.2f us (ib_write_lat %s, ratio %s); avg %.2f us (ib_write_lat %s, ratio %s)\n' \
     lat 8 "$latIters" "$typ" "${rtyp:-none}" "$rt" "$avg" "${ravg:-none}" "$ra"
   printf 'railnet_lat\t8\t%s\t%s\t%s\t%s\t%s\n' "$latIters" "$typ" "$avg" "$rt" "$ra" >>"$tsv"
+  # what a round trip costs on the wire (both tools again, after the timed runs)
+  local pp pr pe=""
+  if [ -n "${RAILNET_BENCH_PEER:-}" ]; then
+    # the peer's ping-pong right after railnet's, and railnet's again after it: the ratio uses
+    # the mean of railnet's two runs
+    local prow rrow ptyp pavg rtyp2 ravg2
+    prow=$(PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 -n "$latIters" --warmup 20) || status=1
+    rrow=$(pair --lat -s 8 -n "$latIters" --warmup 20) || status=1
+    IFS=, read -r _ _ _ _ _ ptyp pavg _ <<<"$prow"
+    IFS=, read -r _ _ _ _ _ rtyp2 ravg2 _ <<<"$rrow"
+    printf '  %-10s %8d %8d  typical %.2f us, avg %.2f us (%s); railnet / peer: typical %s, avg %s\n' peer 8 \
+      "$latIters" "${ptyp:-0}" "${pavg:-0}" "$(basename "$RAILNET_BENCH_PEER")" \
+      "$(awk -v a="$typ" -v b="${rtyp2:-0}" -v p="${ptyp:-0}" 'BEGIN { if (p > 0) printf "%.2f", (a + b) / 2 / p; else print "n/a" }')" \
+      "$(awk -v a="$avg" -v b="${ravg2:-0}" -v p="${pavg:-0}" 'BEGIN { if (p > 0) printf "%.2f", (a + b) / 2 / p; else print "n/a" }')"
+    printf 'peer_lat\t8\t%s\t%s\t%s\n' "$latIters" "${ptyp:-0}" "${pavg:-0}" >>"$tsv"
+  fi
+  pp=$(pkts_per_rtt "$latIters" perftest_lat) || { pp=n/a; status=1; }
+  pr=$(pkts_per_rtt "$latIters" railnet_lat) || { pr=n/a; status=1; }
+  if [ -n "${RAILNET_BENCH_PEER:-}" ]; then
+    pe=$(pkts_per_rtt "$latIters" peer_lat) || { pe=n/a; status=1; }
+    printf 'pkts_per_rtt\tpeer\t%s\n' "$pe" >>"$tsv"
+  fi
+  printf '  %-10s %8d  packets per round trip (rxe sent_pkts, both devices): railnet %s, ib_write_lat %s%s\n' \
+    pkts 8 "$pr" "$pp" "${pe:+, peer $pe}"
+  printf 'pkts_per_rtt\trailnet\t%s\npkts_per_rtt\tib_write_lat\t%s\n' "$pr" "$pp" >>"$tsv"
   return $status
 }
 
@@ -144,6 +201,9 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2
       case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench/ib.sh: --rounds needs a number >= 1" >&2; exit 2 ;; esac ;;
     -o) OUT=$2; shift 2 ;;
+    --peer-plugin) RAILNET_BENCH_PEER=$(readlink -f "$2"); shift 2
+      [ -f "$RAILNET_BENCH_PEER" ] || { echo "bench/ib.sh: --peer-plugin $2: no such file" >&2; exit 2; }
+      export RAILNET_BENCH_PEER ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench/ib.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "param.h"
 
@@ -193,6 +194,29 @@ static void setConnectedOptions(int fd) {
     INFO(NCCL_NET, "NET/Socket : setsockopt(SO_RCVBUF=%d) failed: %s", rcv, strerror(errno));
 }
 
+/* A socket() or accept() that failed for want of file descriptors: the WARN says so, the
+ * limit, what a comm takes and how to raise it. Returns 1 when errno was EMFILE or ENFILE. */
+static int warnOutOfFds(const char* call) {
+  int e = errno;
+  if (e != EMFILE && e != ENFILE) return 0;
+  struct rlimit rl = {0, 0};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (e == ENFILE) {
+    WARN("Net : %s failed: %s: the system-wide file limit (fs.file-max) is reached. Fix: raise it (sysctl -w "
+         "fs.file-max=N) or run fewer processes per host", call, strerror(e));
+  } else {
+    WARN("Net : %s failed: %s: this process has its RLIMIT_NOFILE of %llu file descriptors (hard limit %llu) open. "
+         "Every Socket comm takes 1 + NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD of them and every receive comm's "
+         "listen comm one more, every IB comm one. Fix: raise it before the job starts (ulimit -n %llu, "
+         "LimitNOFILE= in a systemd unit, 'nofile' in /etc/security/limits.conf, or your launcher's option for it)",
+         call, strerror(e), (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+         (unsigned long long)(rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 4 * rl.rlim_cur ? 4 * rl.rlim_cur
+                                                                                            : rl.rlim_max));
+  }
+  errno = e;
+  return 1;
+}
+
 static ncclResult_t newFd(struct ncclSocket* sock) {
   int family = sock->addr.sa.sa_family;
   if (family != AF_INET && family != AF_INET6) {
@@ -201,7 +225,7 @@ static ncclResult_t newFd(struct ncclSocket* sock) {
   }
   sock->fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (sock->fd < 0) {
-    WARN("Net : socket() failed: %s", strerror(errno));
+    if (!warnOutOfFds("socket()")) WARN("Net : socket() failed: %s", strerror(errno));
     return ncclSystemError;
   }
   /* Connects never block: the retry logic below owns every wait. */
@@ -497,7 +521,8 @@ static ncclResult_t tryAccept(struct ncclSocket* sock) {
     }
     return ncclSuccess;
   }
-  WARN("Net : accept() on the listening socket failed: %s", strerror(errno));
+  if (!warnOutOfFds("accept() on the listening socket"))
+    WARN("Net : accept() on the listening socket failed: %s", strerror(errno));
   sock->state = ncclSocketStateError;
   return ncclSystemError;
 }

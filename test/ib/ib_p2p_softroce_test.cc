@@ -515,7 +515,7 @@ TEST_F(IbP2pTest, SizesReportedBeyondThePostedReceiveAreRefused) {
   ASSERT_NE(s1, nullptr);
   // the first isend recorded 400 in the sizes the second one writes to the receiver
   struct ncclIbSendComm* comm = (struct ncclIbSendComm*)sc;
-  int slot = (int)(comm->base.fifoHead % NET_IB_MAX_REQUESTS);
+  int slot = (int)(comm->base.fifoHead % RAILNET_IB_FIFO_SLOTS);
   ASSERT_EQ(comm->sizes[slot][0], 400);
   comm->sizes[slot][0] = 1 << 30;
   ASSERT_EQ(ib->isend(sc, b.data(), 1000, 2, mhb, nullptr, &s2), ncclSuccess);

@@ -19,7 +19,8 @@
 # setup failed (its console log is printed).
 # Environment: SOFTROCE_RUN_ON=vm|host (default: host when ibv_devinfo shows PORT_ACTIVE),
 # SOFTROCE_VM_TIMEOUT (hard limit for the whole VM, default 280 s),
-# SOFTROCE_CMD_TIMEOUT (per command, default 180 s), RAILNET_BUILD (build directory).
+# SOFTROCE_CMD_TIMEOUT (per command, default 180 s), SOFTROCE_VM_MEM (MiB, default 2048),
+# RAILNET_BUILD (build directory).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -93,7 +94,7 @@ else
   say "softroce: VM image ready in $(elapsed)s; booting Debian kernel $kver in qemu (TCG, 2 CPUs, limit ${TIMEOUT}s)"
   t0=$(date +%s.%N)
   timeout -k 5 "$TIMEOUT" qemu-system-x86_64 \
-    -accel tcg -cpu max -smp 2 -m 2048 -nodefaults -no-reboot \
+    -accel tcg -cpu max -smp 2 -m "${SOFTROCE_VM_MEM:-2048}" -nodefaults -no-reboot \
     -display none -monitor none -serial "file:$OUT/console.log" -nic none \
     -kernel "$SR/vmlinux" -initrd "$SR/initramfs.cpio" \
     -append "console=ttyS0 quiet panic=-1 rn_out=$OUT rn_repo=$REPO rn_keep=$REPO:$BUILD_DIR:$PWD" \

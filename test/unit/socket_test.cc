@@ -1,11 +1,14 @@
 // The socket layer on loopback: address strings, bounded connect retries, and the
 // accept that rejects stray clients while it keeps serving real peers.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <thread>
+#include <vector>
 #include "net_pair.h"
 #include "test_util.h"
 
@@ -160,6 +163,33 @@ TEST(SocketConnect, RefusedEndsWithinRetryBudgetWithTheFix) {
   EXPECT_TRUE(LogCapture::contains("via interface lo (local address 127.0.0.1)", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("NCCL_SOCKET_IFNAME=", NCCL_LOG_WARN));
   EXPECT_TRUE(LogCapture::contains("retrying (2/3) after 40 msec")) << LogCapture::all();
+  ncclSocketClose(&s);
+}
+
+// A connect with every file descriptor of RLIMIT_NOFILE in use fails at once, with a WARN
+// that names the limit, what a comm takes and how to raise it.
+TEST(SocketConnect, OutOfFileDescriptorsSaysSoAndHowToRaiseTheLimit) {
+  ScopedEnv env;
+  env.set("NCCL_SOCKET_IFNAME", "lo");
+  Listener l;
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  struct rlimit low = saved;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fill;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fill.push_back(fd);
+  LogCapture log;
+  struct ncclSocket s;
+  ncclResult_t init = ncclSocketInit(&s, &l.addr, railnetSocketMagic(), ncclSocketTypeNetSocket, nullptr, 0);
+  ncclResult_t r = init == ncclSuccess ? ncclSocketConnect(&s) : init;
+  for (int fd : fill) close(fd);
+  setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(r, ncclSystemError);
+  EXPECT_TRUE(LogCapture::contains("Too many open files: this process has its RLIMIT_NOFILE of 64 file descriptors",
+                                   NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("1 + NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD", NCCL_LOG_WARN));
+  EXPECT_TRUE(LogCapture::contains("Fix: raise it before the job starts (ulimit -n", NCCL_LOG_WARN));
   ncclSocketClose(&s);
 }
 

@@ -17,9 +17,12 @@
 extern "C" {
 #endif
 
-/* requests per comm: NCCL_NET_MAX_REQUESTS receives of up to 8 buffers each; a request's
- * index fits the 8 bits per request that a send's wr_id carries */
-#define NET_IB_MAX_REQUESTS (NCCL_NET_MAX_REQUESTS * NCCL_NET_IB_MAX_RECVS)
+/* requests of a send comm: an isend per buffer of the RAILNET_IB_FIFO_SLOTS receives in
+ * flight (up to 8 buffers each); of a receive comm: its receives and their flushes */
+#define NET_IB_MAX_REQUESTS (RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS)
+#define NET_IB_RECV_REQUESTS (2 * RAILNET_IB_FIFO_SLOTS)
+/* requests are allocated as needed, this many at a time (most comms never use more) */
+#define NET_IB_REQ_CHUNK 32
 
 #define NCCL_NET_IB_REQ_UNUSED 0
 #define NCCL_NET_IB_REQ_SEND 1
@@ -32,6 +35,7 @@ struct ncclIbQp {
   int remDevIndex;                     /* the peer's device of its vDevice */
   struct ibv_ece ece;
   int eceSupported;
+  int sqPosted;                        /* sender: work requests posted and not yet completed */
 };
 
 /* Per physical device of a comm. */
@@ -77,7 +81,7 @@ struct ncclIbNetCommBase {
   int nRemDevs;
   struct ncclIbDevInfo remDevs[NCCL_IB_MAX_DEVS_PER_NIC];
   char remDevName[MAX_MERGED_DEV_NAME];
-  struct ncclIbQp qps[NCCL_IB_MAX_QPS];
+  struct ncclIbQp* qps;                /* nqps of them (at most NCCL_IB_MAX_QPS) */
   int nqps;
   int splitDataOnQps;
   int qpIndex;                         /* round robin when not splitting */
@@ -88,35 +92,39 @@ struct ncclIbNetCommBase {
   uint32_t maxInline;                  /* what the QPs were granted */
   int failed;                          /* an error completion was seen */
   struct ncclIbStats stats;
-  struct ncclIbRequest reqs[NET_IB_MAX_REQUESTS];
+  int maxReqs;                         /* NET_IB_MAX_REQUESTS (send) or NET_IB_RECV_REQUESTS */
+  int sqDepth;                         /* work requests the send queue of each QP takes */
+  struct ncclIbRequest* reqChunks[NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK]; /* request i: chunk i / CHUNK */
 };
 
 struct ncclIbSendComm {
   struct ncclIbNetCommBase base;
   /* written by the receiver */
-  struct ncclIbSendFifo fifo[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  struct ncclIbSendFifo fifo[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
   /* the sizes of a multi-send, written into the receiver's records */
-  int sizes[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
   uint64_t remSizesAddr;
   uint32_t remSizesRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
-  struct ncclIbRequest* sendReqs[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
-  int sendReqsCnt[NET_IB_MAX_REQUESTS];
-  /* a slot's clear-to-send entries as validated by its first isend (railnetIbFifoTake): the
-   * later isends of a multi-receive and the RDMA writes use this copy, never the fifo, which
-   * the peer may rewrite at any time; ctsCount 0: not taken yet */
-  struct ncclIbSendFifo cts[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
-  int ctsCount[NET_IB_MAX_REQUESTS];
+  struct ncclIbRequest* sendReqs[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
+  int sendReqsCnt[RAILNET_IB_FIFO_SLOTS];
+  /* the clear-to-send entries of slot fifoHead (the only one isend takes) as validated by its
+   * first isend (railnetIbFifoTake): the later isends of a multi-receive and the RDMA writes
+   * use this copy, never the fifo, which the peer may rewrite at any time; ctsCount 0: not
+   * taken yet */
+  struct ncclIbSendFifo cts[NCCL_NET_IB_MAX_RECVS];
+  int ctsCount;
+  uint8_t slotWrs[RAILNET_IB_FIFO_SLOTS]; /* work requests per QP a slot's writes took */
   int ar;                              /* adaptive routing on the first device */
 };
 
 struct ncclIbRecvComm {
   struct ncclIbNetCommBase base;
   /* entries written into the sender's fifo, from here */
-  struct ncclIbSendFifo elems[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  struct ncclIbSendFifo elems[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
   /* written by the sender: the sizes of a multi-receive */
-  int sizes[NET_IB_MAX_REQUESTS][NCCL_NET_IB_MAX_RECVS];
+  int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
   uint64_t remFifoAddr;
-  struct ncclIbRequest* recvReqs[NET_IB_MAX_REQUESTS];
+  struct ncclIbRequest* recvReqs[RAILNET_IB_FIFO_SLOTS];
   int flushEnabled;
   int flushBuf[16];                    /* where the flush reads go */
 };

@@ -2,7 +2,7 @@
  * IB data path (NCCL's net_ib/p2p.cc): isend, irecv, iflush, test.
  *
  * The receiver announces each receive by RDMA-writing clear-to-send entries (address, rkey
- * per device, size, tag, fifo position + 1) into slot fifoHead % NET_IB_MAX_REQUESTS of the
+ * per device, size, tag, fifo position + 1) into slot fifoHead % RAILNET_IB_FIFO_SLOTS of the
  * sender's fifo, after posting one receive work request per QP the message will use. The
  * sender's isend waits for that slot, matches its tag (a multi-receive has up to 8 entries;
  * the writes go out when every one of them has its isend), and RDMA-writes the data; the
@@ -26,19 +26,30 @@
 #define IB_WRITE_CHUNK_ALIGNMENT 128
 #define DIVUP(x, y) (((x) + (y)-1) / (y))
 
-static ncclResult_t getRequest(struct ncclIbNetCommBase* base, struct ncclIbRequest** out) {
-  for (int i = 0; i < NET_IB_MAX_REQUESTS; i++) {
-    struct ncclIbRequest* r = &base->reqs[i];
-    if (r->type == NCCL_NET_IB_REQ_UNUSED) {
+/* A free request (*index: its number, what a flush's wr_id carries); the requests come in
+ * chunks of NET_IB_REQ_CHUNK, allocated when the ones before are all in flight. */
+static ncclResult_t getRequest(struct ncclIbNetCommBase* base, struct ncclIbRequest** out, int* index) {
+  *out = NULL;
+  for (int c = 0; c < base->maxReqs / NET_IB_REQ_CHUNK; c++) {
+    if (base->reqChunks[c] == NULL) NCCLCHECK(RAILNET_CALLOC(&base->reqChunks[c], NET_IB_REQ_CHUNK, "IB requests"));
+    for (int i = 0; i < NET_IB_REQ_CHUNK; i++) {
+      struct ncclIbRequest* r = &base->reqChunks[c][i];
+      if (r->type != NCCL_NET_IB_REQ_UNUSED) continue;
       memset(r, 0, sizeof(*r));
       r->base = base;
       *out = r;
+      if (index) *index = c * NET_IB_REQ_CHUNK + i;
       return ncclSuccess;
     }
   }
-  WARN("NET/IB : unable to allocate requests: %d in flight on one comm", NET_IB_MAX_REQUESTS);
-  *out = NULL;
+  WARN("NET/IB : unable to allocate requests: %d in flight on one comm", base->maxReqs);
   return ncclInternalError;
+}
+
+/* Request number id (a flush's wr_id), NULL when there is none. */
+static struct ncclIbRequest* requestAt(struct ncclIbNetCommBase* base, uint64_t id) {
+  if (id >= (uint64_t)base->maxReqs || base->reqChunks[id / NET_IB_REQ_CHUNK] == NULL) return NULL;
+  return &base->reqChunks[id / NET_IB_REQ_CHUNK][id % NET_IB_REQ_CHUNK];
 }
 
 static int nqpsPerRequest(struct ncclIbNetCommBase* base) { return base->splitDataOnQps ? base->nqps : 1; }
@@ -71,11 +82,11 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct ncclIbRequest** reqs = comm->sendReqs[slot];
   volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
-  int nreqs = comm->ctsCount[slot];
-  const struct ncclIbSendFifo* rem = comm->cts[slot];
-  /* the slot may be written again for position fifoHead + NET_IB_MAX_REQUESTS */
+  int nreqs = comm->ctsCount;
+  const struct ncclIbSendFifo* rem = comm->cts;
+  /* the slot may be written again for position fifoHead + RAILNET_IB_FIFO_SLOTS */
   for (int r = 0; r < nreqs; r++) slots[r].idx = 0;
-  comm->ctsCount[slot] = 0;
+  comm->ctsCount = 0;
 
   int per = nqpsPerRequest(base);
   struct ibv_send_wr wrs[NCCL_NET_IB_MAX_RECVS + 1];
@@ -129,8 +140,21 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     last->next = NULL;
     struct ibv_send_wr* bad = NULL;
     NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
+    qp->sqPosted += comm->slotWrs[slot];
   }
   return ncclSuccess;
+}
+
+/* The work requests per QP the writes of the current slot take (multiSend's: a write per
+ * buffer, and a separate write with immediate for a multi-receive or an adaptive-routing
+ * message), and whether every QP they go to has room for them now. */
+static int slotFits(struct ncclIbSendComm* comm, int nreqs, size_t lastSize, int* wrs) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  size_t size0 = nreqs == 1 ? lastSize : 0;
+  *wrs = nreqs + (nreqs > 1 || (comm->ar && (int64_t)size0 > ncclIbArThreshold));
+  for (int i = 0; i < nqpsPerRequest(base); i++)
+    if (qpForRequest(base, base->fifoHead, i)->sqPosted + *wrs > base->sqDepth) return 0;
+  return 1;
 }
 
 ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
@@ -146,21 +170,25 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     WARN("NET/IB : isend of %zu bytes without a memory handle of this comm's %d device(s)", size, base->vProps.ndevs);
     return ncclInvalidArgument;
   }
-  int slot = (int)(base->fifoHead % NET_IB_MAX_REQUESTS);
-  if (comm->ctsCount[slot] == 0) {
+  int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
+  if (comm->ctsCount == 0) {
     int n = 0;
-    NCCLCHECK(railnetIbFifoTake(comm->fifo[slot], base->fifoHead, &base->sock.addr, comm->cts[slot], &n));
+    NCCLCHECK(railnetIbFifoTake(comm->fifo[slot], base->fifoHead, &base->sock.addr, comm->cts, &n));
     if (n == 0) return ncclSuccess; /* the receiver has not posted it yet */
-    comm->ctsCount[slot] = n;
+    comm->ctsCount = n;
   }
-  int nreqs = comm->ctsCount[slot];
+  int nreqs = comm->ctsCount;
   int taken[NCCL_NET_IB_MAX_RECVS];
   for (int r = 0; r < NCCL_NET_IB_MAX_RECVS; r++) taken[r] = comm->sendReqs[slot][r] != NULL;
   int r = -1;
-  NCCLCHECK(railnetIbFifoMatch(comm->cts[slot], nreqs, taken, base->nRemDevs, size, tag, &base->sock.addr, &r));
+  NCCLCHECK(railnetIbFifoMatch(comm->cts, nreqs, taken, base->nRemDevs, size, tag, &base->sock.addr, &r));
   if (r < 0) return ncclSuccess; /* no entry with this tag: later */
+  int wrs = 0;
+  /* the last isend of a slot posts its writes: not before the send queues have room */
+  if (comm->sendReqsCnt[slot] + 1 == nreqs && !slotFits(comm, nreqs, size, &wrs)) return ncclSuccess;
+  comm->slotWrs[slot] = (uint8_t)wrs;
   struct ncclIbRequest* req;
-  NCCLCHECK(getRequest(base, &req));
+  NCCLCHECK(getRequest(base, &req, NULL));
   req->type = NCCL_NET_IB_REQ_SEND;
   req->id = base->fifoHead;
   req->nreqs = nreqs;
@@ -197,7 +225,7 @@ static ncclResult_t postFifo(struct ncclIbRecvComm* comm, struct ncclIbRequest* 
   wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
   if (base->useInline && sge.length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
   /* unsignaled writes stay in the send queue until a later signaled one completes: signal
-   * one in NET_IB_MAX_REQUESTS per QP */
+   * one in RAILNET_IB_FIFO_SLOTS per QP */
   if (slot == qp->devIndex) wr.send_flags |= IBV_SEND_SIGNALED;
   wr.wr_id = (uint64_t)slot;
   struct ibv_send_wr* bad = NULL;
@@ -224,10 +252,10 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
       return ncclInvalidArgument;
     }
   }
-  int slot = (int)(base->fifoHead % NET_IB_MAX_REQUESTS);
+  int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   if (comm->recvReqs[slot] != NULL) return ncclSuccess; /* that position's request is not done yet */
   struct ncclIbRequest* req;
-  NCCLCHECK(getRequest(base, &req));
+  NCCLCHECK(getRequest(base, &req, NULL));
   req->type = NCCL_NET_IB_REQ_RECV;
   req->id = base->fifoHead;
   req->nreqs = n;
@@ -283,14 +311,15 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
     return ncclInvalidArgument;
   }
   struct ncclIbRequest* req;
-  NCCLCHECK(getRequest(base, &req));
+  int reqIndex = 0;
+  NCCLCHECK(getRequest(base, &req, &reqIndex));
   req->type = NCCL_NET_IB_REQ_FLUSH;
   for (int d = 0; d < base->vProps.ndevs; d++) {
     struct ncclIbCommDev* cd = &base->devs[d];
     struct ibv_sge sge = {(uintptr_t)comm->flushBuf, 1, cd->flushMr->lkey};
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = (uint64_t)(req - base->reqs);
+    wr.wr_id = (uint64_t)reqIndex;
     wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
     wr.wr.rdma.rkey = mh->mrs[d]->rkey;
     wr.sg_list = &sge;
@@ -400,12 +429,14 @@ static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struc
   uint64_t id = wc->wr_id;
   if (base->isSend) {
     struct ncclIbSendComm* comm = (struct ncclIbSendComm*)base;
-    struct ncclIbRequest* first = id < NET_IB_MAX_REQUESTS ? comm->sendReqs[id][0] : NULL;
+    struct ncclIbRequest* first = id < RAILNET_IB_FIFO_SLOTS ? comm->sendReqs[id][0] : NULL;
     if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
       WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",
            (unsigned long long)id, wc->opcode, wc->qp_num);
       return ncclInternalError;
     }
+    for (int q = 0; q < base->nqps; q++) /* the slot's writes on that QP are done */
+      if (base->qps[q].devIndex == d && base->qps[q].qp->qp_num == wc->qp_num) base->qps[q].sqPosted -= comm->slotWrs[id];
     for (int j = 0; j < first->nreqs; j++) {
       struct ncclIbRequest* r = comm->sendReqs[id][j];
       if (r == NULL || r->events[d] <= 0) {
@@ -422,7 +453,7 @@ static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struc
     case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write */
       return ncclSuccess;
     case IBV_WC_RDMA_READ: { /* flush */
-      struct ncclIbRequest* r = id < NET_IB_MAX_REQUESTS ? &base->reqs[id] : NULL;
+      struct ncclIbRequest* r = requestAt(base, id);
       if (r == NULL || r->type != NCCL_NET_IB_REQ_FLUSH || r->events[d] <= 0) {
         WARN("NET/IB : flush completion without a flush request (wr_id %llu)", (unsigned long long)id);
         return ncclInternalError;
@@ -431,7 +462,7 @@ static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struc
       return ncclSuccess;
     }
     case IBV_WC_RECV_RDMA_WITH_IMM: {
-      struct ncclIbRequest* r = id < NET_IB_MAX_REQUESTS ? comm->recvReqs[id] : NULL;
+      struct ncclIbRequest* r = id < RAILNET_IB_FIFO_SLOTS ? comm->recvReqs[id] : NULL;
       if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
         WARN("NET/IB : data completion for slot %llu without a receive request (qp %u)", (unsigned long long)id,
              wc->qp_num);
@@ -464,7 +495,7 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
   }
   for (;;) {
     if (requestDone(r)) {
-      int slot = (int)(r->id % NET_IB_MAX_REQUESTS);
+      int slot = (int)(r->id % RAILNET_IB_FIFO_SLOTS);
       if (r->type == NCCL_NET_IB_REQ_RECV) {
         ncclResult_t ok = railnetIbCheckRecvSizes(r->recv.posted, r->recv.sizes, r->nreqs, &base->sock.addr);
         if (ok != ncclSuccess) {

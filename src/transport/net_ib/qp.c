@@ -59,8 +59,14 @@ static ncclResult_t qpCreate(struct ncclIbNetCommBase* base, int devIndex, int a
   init.send_cq = cd->cq;
   init.recv_cq = cd->cq;
   init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = 2 * NET_IB_MAX_REQUESTS;
-  init.cap.max_recv_wr = NET_IB_MAX_REQUESTS;
+  /* Queue depths (a provider maps every entry into the process: rxe rounds them up to a
+   * power of two): the receiver posts a receive per fifo slot, a clear-to-send write per slot
+   * (unsignaled but one per RAILNET_IB_FIFO_SLOTS: at most twice that wait for their
+   * completion) and on the flush QP a read per receive; the sender no receive, and its
+   * writes (one or two per slot, up to nine for a multi-receive) are counted against
+   * sqDepth by isend, which waits for completions when a slot would not fit. */
+  init.cap.max_send_wr = (uint32_t)base->sqDepth;
+  init.cap.max_recv_wr = base->isSend ? 1 : RAILNET_IB_FIFO_SLOTS;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = base->useInline ? sizeof(struct ncclIbSendFifo) * NCCL_NET_IB_MAX_RECVS : 0;
@@ -69,6 +75,9 @@ static ncclResult_t qpCreate(struct ncclIbNetCommBase* base, int devIndex, int a
     WARN("NET/IB : %s:%d: cannot create a queue pair", dev->devName, dev->portNum);
     return ncclSystemError;
   }
+  /* the sender counts its writes against what its QPs were granted (at least what it asked) */
+  if (base->isSend && (base->nqps == 0 || (int)init.cap.max_send_wr < base->sqDepth))
+    base->sqDepth = (int)init.cap.max_send_wr;
   if (base->useInline) {
     if (init.cap.max_inline_data < sizeof(struct ncclIbSendFifo)) base->useInline = 0;
     else if (base->maxInline == 0 || init.cap.max_inline_data < base->maxInline) base->maxInline = init.cap.max_inline_data;
@@ -148,8 +157,11 @@ static ncclResult_t qpConnect(struct ncclIbNetCommBase* base, int devIndex, stru
 
 /* ------------------------------------------------------------------ comm resources */
 
-/* PD, CQ and GID of every device of vDevice vDev. */
-static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev) {
+/* PD, CQ and GID of every device of vDevice vDev, for nqps QPs spread over them. A CQ holds
+ * what its QPs signal at most: per QP a data completion per fifo slot (the sender signals
+ * only the last write of a slot); the receiver also its clear-to-send writes (two per
+ * RAILNET_IB_FIFO_SLOTS) and the flush reads. */
+static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int nqps) {
   struct ncclIbMergedDev* m = &ncclIbMergedDevs[vDev];
   base->vDev = vDev;
   base->vProps = m->vProps;
@@ -158,8 +170,9 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev) {
     cd->ibDevN = base->vProps.devs[i];
     struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
     NCCLCHECK(railnetIbPdAcquire(cd->ibDevN, &cd->pd));
-    NCCLCHECK(wrap_ibv_create_cq(&cd->cq, dev->context, 2 * NET_IB_MAX_REQUESTS * railnetIbParamQpsPerConn(), NULL,
-                                 NULL, 0));
+    int qpsHere = (nqps + base->vProps.ndevs - 1) / base->vProps.ndevs;
+    int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;
+    NCCLCHECK(wrap_ibv_create_cq(&cd->cq, dev->context, cqe, NULL, NULL, 0));
     cd->gidIndex = dev->gidIndex;
     if (cd->gidIndex < 0) NCCLCHECK(ncclIbGetGidIndex(dev->context, dev->portNum, &dev->portAttr, &cd->gidIndex));
     if (dev->link == IBV_LINK_LAYER_ETHERNET || cd->gidIndex != 0 || dev->portAttr.gid_tbl_len > 0)
@@ -172,6 +185,8 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   if (base == NULL) return;
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp) wrap_ibv_destroy_qp(base->qps[q].qp);
+  free(base->qps);
+  for (int c = 0; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]);
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     if (cd->flushQp) wrap_ibv_destroy_qp(cd->flushQp);
@@ -188,13 +203,17 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
 ncclResult_t railnetIbCommAlloc(int isSend, struct ncclIbNetCommBase** out) {
   size_t sz = isSend ? sizeof(struct ncclIbSendComm) : sizeof(struct ncclIbRecvComm);
   void* p = NULL;
-  if (posix_memalign(&p, 4096, sz) != 0 || p == NULL) {
+  if (posix_memalign(&p, 64, sz) != 0 || p == NULL) {
     WARN("NET/IB : out of memory for a %s comm (%zu bytes)", isSend ? "send" : "receive", sz);
     return ncclSystemError;
   }
   memset(p, 0, sz);
   struct ncclIbNetCommBase* b = (struct ncclIbNetCommBase*)p;
   b->isSend = isSend;
+  b->maxReqs = isSend ? NET_IB_MAX_REQUESTS : NET_IB_RECV_REQUESTS;
+  /* the sender's writes: one per slot takes all the slots (a multi-receive or an
+   * adaptive-routing message takes more and waits for room); the receiver's writes: see qpCreate */
+  b->sqDepth = isSend ? RAILNET_IB_FIFO_SLOTS : 2 * RAILNET_IB_FIFO_SLOTS;
   b->sock.fd = -1;
   b->sock.acceptFd = -1;
   *out = b;
@@ -242,6 +261,7 @@ static ncclResult_t checkLinkLayers(struct ncclIbNetCommBase* base, const struct
 /* Create nqps QPs in INIT and describe them in meta. */
 static ncclResult_t createQps(struct ncclIbNetCommBase* base, int nqps, struct ncclIbConnectionMetadata* meta) {
   int ece = (int)railnetParamInt(&qpParams[P_ECE]);
+  NCCLCHECK(RAILNET_CALLOC(&base->qps, nqps, "IB queue pairs"));
   for (int q = 0; q < nqps; q++) {
     struct ncclIbQp* qp = &base->qps[q];
     qp->devIndex = q % base->vProps.ndevs;
@@ -282,11 +302,11 @@ static ncclResult_t connectQps(struct ncclIbNetCommBase* base, const struct nccl
 
 ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, struct ncclIbConnectionMetadata* meta) {
   struct ncclIbNetCommBase* base = &comm->base;
-  NCCLCHECK(commDevsInit(base, base->vDev));
+  int nqps = railnetIbParamQpsPerConn() * ncclIbMergedDevs[base->vDev].vProps.ndevs;
+  if (nqps > NCCL_IB_MAX_QPS) nqps = NCCL_IB_MAX_QPS;
+  NCCLCHECK(commDevsInit(base, base->vDev, nqps));
   base->useInline = (int)railnetParamInt(&qpParams[P_USE_INLINE]);
   base->splitDataOnQps = railnetIbParamSplitDataOnQps();
-  int nqps = railnetIbParamQpsPerConn() * base->vProps.ndevs;
-  if (nqps > NCCL_IB_MAX_QPS) nqps = NCCL_IB_MAX_QPS;
   NCCLCHECK(createQps(base, nqps, meta));
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
@@ -322,7 +342,7 @@ ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct 
 ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
                                     struct ncclIbConnectionMetadata* meta, const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
-  NCCLCHECK(commDevsInit(base, vDev));
+  NCCLCHECK(commDevsInit(base, vDev, rem->nqps));
   base->useInline = (int)railnetParamInt(&qpParams[P_USE_INLINE]);
   base->splitDataOnQps = rem->splitDataOnQps;
   if (rem->nqps != railnetIbParamQpsPerConn() * base->vProps.ndevs || rem->splitDataOnQps != railnetIbParamSplitDataOnQps())

@@ -28,7 +28,10 @@ extern "C" {
 #define NCCL_IB_MAX_QPS 128
 #define RAILNET_IB_HANDLE_MAGIC 0x7261696c4e494231ULL /* "railNIB1" */
 #define RAILNET_IB_META_MAGIC 0x7261696c4d455441ULL   /* "railMETA" */
-#define RAILNET_IB_META_VERSION 1
+#define RAILNET_IB_META_VERSION 2
+/* Slots of the sender's fifo (and of the receiver's sizes records): one per irecv in flight,
+ * at most NCCL_NET_MAX_REQUESTS of them per comm (NCCL's limit). Version 1 had 256. */
+#define RAILNET_IB_FIFO_SLOTS NCCL_NET_MAX_REQUESTS
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */

@@ -1,0 +1,140 @@
+// Many comms on real soft-RoCE (the tier's VM): 512 comm pairs opened the way NCCL opens
+// them (a listen comm per receive comm, connects and accepts progressed together, a buffer
+// registered per comm), a message over each, then everything closed: the process's file
+// descriptors and the devices' verbs objects (rdma resource: QPs, CQs, MRs, PDs) must be back
+// where they were after init, so a job that opens and closes communicators does not leak.
+#include "test_util.h"
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <map>
+#include <string>
+#include <vector>
+#include "net_pair.h"
+
+extern "C" {
+#include "core.h"
+#include "ibvwrap.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
+}
+#include "ib_test_env.h"
+
+namespace {
+
+const ncclNet_t* ib = &railnetNetIb;
+
+int openFds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  for (struct dirent* e; d && (e = readdir(d)) != nullptr;)
+    if (e->d_name[0] != '.') n++;
+  if (d) closedir(d);
+  return n - 1;  // the directory's own
+}
+
+// "rxe0 qp" -> count, from `rdma resource show` ("0: rxe0: pd 1 cq 2 qp 3 cm_id 0 mr 4 ctx 1 srq 0").
+std::map<std::string, long> verbsObjects() {
+  std::map<std::string, long> m;
+  FILE* p = popen("rdma resource show 2>/dev/null", "r");
+  char line[512];
+  while (p && fgets(line, sizeof(line), p)) {
+    char dev[64];
+    int off = 0;
+    if (sscanf(line, "%*d: %63[^:]:%n", dev, &off) < 1) continue;
+    char* s = line + off;
+    char what[32];
+    long v;
+    int used = 0;
+    while (sscanf(s, " %31s %ld%n", what, &v, &used) == 2) {
+      m[std::string(dev) + " " + what] = v;
+      s += used;
+    }
+  }
+  if (p) pclose(p);
+  return m;
+}
+
+class IbScaleTest : public IbTwoDevicesTest {};
+
+TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) {
+  const int n = 512;
+  struct rlimit rl;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)(4 * n)) RAILNET_SKIP("RLIMIT_NOFILE hard limit too low");
+  struct rlimit raised = rl;
+  raised.rlim_cur = rl.rlim_max;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &raised), 0);
+  ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
+  int ndev = 0;
+  ASSERT_EQ(ib->devices(&ndev), ncclSuccess);
+  ASSERT_GE(ndev, 2);
+  std::map<std::string, long> objs0 = verbsObjects();
+  if (objs0.empty()) RAILNET_SKIP("`rdma resource show` lists nothing (iproute2's rdma tool missing)");
+  int fds0 = openFds();
+
+  std::vector<std::vector<char>> handles(n, std::vector<char>(NCCL_NET_HANDLE_MAXSIZE));
+  std::vector<void*> lc(n, nullptr), sc(n, nullptr), rc(n, nullptr), smh(n, nullptr), rmh(n, nullptr);
+  std::vector<std::vector<char>> sbuf(n, std::vector<char>(4096, 's')), rbuf(n, std::vector<char>(4096));
+  for (int i = 0; i < n; i++) ASSERT_EQ(ib->listen(ctx, 1, handles[i].data(), &lc[i]), ncclSuccess);
+  long long deadline = netNowNs() + 600000000000LL;
+  for (int left = 2 * n; left > 0 && netNowNs() < deadline;) {
+    for (int i = 0; i < n; i++) {
+      if (sc[i] == nullptr) {
+        ASSERT_EQ(ib->connect(ctx, 0, handles[i].data(), &sc[i], nullptr), ncclSuccess) << "connect " << i;
+        if (sc[i]) left--;
+      }
+      if (rc[i] == nullptr) {
+        ASSERT_EQ(ib->accept(lc[i], &rc[i], nullptr), ncclSuccess) << "accept " << i;
+        if (rc[i]) left--;
+      }
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    ASSERT_TRUE(sc[i] && rc[i]) << "comm pair " << i << " not connected in time";
+    ASSERT_EQ(ib->regMr(sc[i], sbuf[i].data(), sbuf[i].size(), NCCL_PTR_HOST, &smh[i]), ncclSuccess);
+    ASSERT_EQ(ib->regMr(rc[i], rbuf[i].data(), rbuf[i].size(), NCCL_PTR_HOST, &rmh[i]), ncclSuccess);
+  }
+  std::map<std::string, long> objsOpen = verbsObjects();
+  EXPECT_GE(objsOpen["rxe0 qp"] + objsOpen["rxe1 qp"], objs0["rxe0 qp"] + objs0["rxe1 qp"] + 2 * n);
+  EXPECT_GE(openFds(), fds0 + 3 * n) << "a listen, a connected and an accepted socket per pair";
+
+  // a message over every pair
+  std::vector<void*> rr(n, nullptr), sr(n, nullptr);
+  for (int i = 0; i < n; i++) {
+    void* data = rbuf[i].data();
+    size_t size = rbuf[i].size();
+    int tag = i;
+    ASSERT_EQ(ib->irecv(rc[i], 1, &data, &size, &tag, &rmh[i], nullptr, &rr[i]), ncclSuccess);
+    ASSERT_NE(rr[i], nullptr);
+  }
+  for (int i = 0; i < n; i++) {
+    while (sr[i] == nullptr && netNowNs() < deadline)
+      ASSERT_EQ(ib->isend(sc[i], sbuf[i].data(), 8, i, smh[i], nullptr, &sr[i]), ncclSuccess);
+    ASSERT_NE(sr[i], nullptr);
+  }
+  std::string err;
+  for (int i = 0; i < n; i++) {
+    ASSERT_TRUE(netWait(ib, sr[i], nullptr, deadline, &err)) << "send " << i << ": " << err;
+    int got = -1;
+    ASSERT_TRUE(netWait(ib, rr[i], &got, deadline, &err)) << "receive " << i << ": " << err;
+    ASSERT_EQ(got, 8);
+  }
+
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(ib->deregMr(sc[i], smh[i]), ncclSuccess);
+    ASSERT_EQ(ib->deregMr(rc[i], rmh[i]), ncclSuccess);
+    ASSERT_EQ(ib->closeSend(sc[i]), ncclSuccess);
+    ASSERT_EQ(ib->closeRecv(rc[i]), ncclSuccess);
+    ASSERT_EQ(ib->closeListen(lc[i]), ncclSuccess);
+  }
+  EXPECT_EQ(openFds(), fds0) << "file descriptors left after closing " << n << " comm pairs";
+  std::map<std::string, long> objs1 = verbsObjects();
+  for (const auto& kv : objs0)
+    EXPECT_EQ(objs1[kv.first], kv.second) << kv.first << " after closing " << n << " comm pairs (" << objsOpen[kv.first]
+                                          << " while open)";
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+}  // namespace
