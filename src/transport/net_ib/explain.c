@@ -73,7 +73,7 @@ static int byNumber(const struct dirent** a, const struct dirent** b) {
   return x < y ? -1 : x > y;
 }
 
-/* The entries of <sysfs>/<rel> sorted by cmp (*names to free with freeNames); -1 when none. */
+/* The entries of <sysfs>/<rel> sorted by cmp (*names to free with freeNames, also when 0); -1 when none. */
 static int listDir(const char* rel, int (*cmp)(const struct dirent**, const struct dirent**),
                    struct dirent*** names) {
   char path[PATH_MAX * 2];
@@ -152,9 +152,9 @@ int railnetIbExplainPorts(struct railnetIbPortExplain* ports, int max, unsigned 
       if (flags & RAILNET_IB_EXPLAIN_GIDS) (void)railnetIbExplainGid(&ports[n]);
       n++;
     }
-    if (nPorts > 0) freeNames(portNames, nPorts);
+    if (nPorts >= 0) freeNames(portNames, nPorts);
   }
-  if (nDevs > 0) freeNames(devs, nDevs);
+  if (nDevs >= 0) freeNames(devs, nDevs);
   return n;
 }
 
