@@ -12,8 +12,8 @@
  * NCCL does and ends a failure with a HINT; registration and queue creation failures that
  * look like the locked-memory limit end with the memlock HINT.
  *
- * Tests inject a table of fakes with railnetIbvSetSymbols(); the wrappers then run their
- * real checking code against those fakes.
+ * Tests inject a table of fakes with railnetIbvSetSymbols() (testing.h); the wrappers then
+ * run their real checking code against those fakes.
  */
 #ifndef RAILNET_IBVWRAP_H
 #define RAILNET_IBVWRAP_H
@@ -82,11 +82,6 @@ ncclResult_t wrap_ibv_symbols(void);
 /* Fill *table from a fresh dlopen, without touching the process-wide table (the loader
  * behind wrap_ibv_symbols; tests call it directly). */
 ncclResult_t railnetIbvLoadSymbols(struct railnetIbvSymbols* table);
-
-/* Make the wrappers call *table (copied) as if it had been loaded; NULL forgets any table so
- * that the next wrap_ibv_symbols loads libibverbs again. Tests inject fakes with it, and
- * railnet-diag a sysfs-backed query_gid for the GID choice without libibverbs. */
-void railnetIbvSetSymbols(const struct railnetIbvSymbols* table);
 
 /* ---- wrappers: ncclSuccess, or ncclSystemError after a WARN naming the call */
 ncclResult_t wrap_ibv_fork_init(void);

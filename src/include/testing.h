@@ -20,9 +20,13 @@ void railnetDebugReset(void);
 
 /* ---- misc: verbs loader (src/misc/ibvwrap.c) ---- */
 /* The library names the loader tries after NCCL_IBVERBS_LIB (a NULL-terminated list; NULL
- * restores "libibverbs.so", "libibverbs.so.1"). A fake table of verbs is injected with
- * railnetIbvSetSymbols() of ibvwrap.h, which railnet-diag uses too. */
+ * restores "libibverbs.so", "libibverbs.so.1"). */
 void railnetIbvSetLibNames(const char* const* names);
+/* Make the wrappers call *table (copied, a struct railnetIbvSymbols of ibvwrap.h) as if it had
+ * been loaded: a test's fake verbs. NULL forgets any table so that the next wrap_ibv_symbols
+ * loads libibverbs again. */
+struct railnetIbvSymbols;
+void railnetIbvSetSymbols(const struct railnetIbvSymbols* table);
 
 
 /* ---- transport: Socket (src/transport/net_socket*.c) ---- */

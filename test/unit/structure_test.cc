@@ -145,6 +145,27 @@ TEST(Structure, NoGetenvOutsideTheSettingsLayer) {
   }
 }
 
+// The tools see the library through its headers in src/include and include/ (railnet-diag's
+// RDMA facts through ib_explain.h): no transport internals, no test seams.
+TEST(Structure, ToolsIncludeNoTransportInternalsNorTestSeams) {
+  std::regex inc("^\\s*#\\s*include\\s*\"([^\"]*)\"");
+  std::vector<std::string> files;
+  listFiles("tools", {".c", ".h"}, &files);
+  ASSERT_GT(files.size(), 10u) << "run from the repository root";
+  for (auto& path : files) {
+    std::vector<std::string> lines = readLines(path);
+    for (size_t n = 0; n < lines.size(); n++) {
+      std::smatch m;
+      if (!std::regex_search(lines[n], m, inc)) continue;
+      std::string h = m[1];
+      EXPECT_TRUE(h.find("transport/") == std::string::npos && h.find("net_ib") == std::string::npos)
+          << path << ":" << n + 1 << " includes " << h << ": ask the library through a header of src/include "
+          << "(RDMA ports, GIDs, GPUDirect: ib_explain.h)";
+      EXPECT_NE(h, "testing.h") << path << ":" << n + 1 << " includes the test seams";
+    }
+  }
+}
+
 TEST(Structure, FilesAreSmall) {
   for (auto& path : codeFiles()) {
     if (path.rfind("ext-net/include/", 0) == 0) continue;  // the ABI structs, one per version

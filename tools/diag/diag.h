@@ -7,10 +7,8 @@
  *   sysfs.c       files under $SYSFS_PATH and /proc
  *   interfaces.c  interfaces and ncclFindInterfaces' choice
  *   tcp_ports.c   the local TCP port range
- *   ib_ports.c    the RDMA port scan (and NCCL_IB_HCA matching)
- *   ib_gids.c     GID tables: reading and classifying the entries
- *   ib_verbs.c    libibverbs access: the chosen GID index, the DMA-BUF probe
- *   rdma.c        the RDMA ports section
+ *   rdma.c        the RDMA ports (the IB transport's own account of them, ib_explain.h)
+ *                 and their section
  *   gids.c        the GID tables section
  *   counters.c    port error counters and --watch
  *   congestion.c  RoCE congestion and lossless-fabric counters (hw_counters, ethtool -S)
@@ -18,7 +16,8 @@
  *   memlock.c     RLIMIT_MEMLOCK
  *   params.c      the param table
  * Shared with railnet-perf (tools/common/): json.h, the --json writer; cli.h, the
- * command-line conventions (usage errors, --version).
+ * command-line conventions (usage errors, --version). What railnet decides about RDMA ports,
+ * GIDs and GPUDirect comes from the library (ib_explain.h); nothing here re-implements it.
  *   pair*.c       --serve / --pair: the checks between two nodes (pair.h)
  */
 #ifndef RAILNET_TOOLS_DIAG_H_
@@ -26,6 +25,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include "ib_explain.h"
 #include "json.h"
 
 /* ---------------------------------------------------------------- options.c */
@@ -68,50 +68,16 @@ extern char sysfsRoot[PATH_MAX];
 int readLine(const char* path, char* buf, size_t size);
 /* readLine of <sysfsRoot>/<fmt ...>. */
 int readSys(char* buf, size_t size, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-int existsSys(const char* rel);
 
-/* ---------------------------------------------------------------- ib_ports.c */
+/* ---------------------------------------------------------------- rdma.c */
 #define MAX_PORTS 64
-typedef struct {
-  char dev[64];
-  int port;
-  int state;         /* 4 ACTIVE */
-  char stateName[32];
-  char phys[32];
-  char link[32];
-  char rateText[64];
-  double gbps;
-  char width[16];
-  char netdev[64];
-  int mtu;
-  int selected; /* NCCL_IB_HCA allows it */
-} portInfo;
+/* One port as the IB transport explains it: dev, port, state (4 ACTIVE), selected (discovery
+ * takes it), the verdict, the GID choice (see ib_explain.h). */
+typedef struct railnetIbPortExplain portInfo;
 extern portInfo ports[MAX_PORTS];
 extern int nPorts;
-/* Fills ports[] from <sysfsRoot>/class/infiniband, sorted by device name. */
+/* Fills ports[] (railnetIbExplainPorts), devices by name. */
 void scanPorts(void);
-
-/* ---------------------------------------------------------------- ib_gids.c */
-#define MAX_GIDS 256
-typedef struct {
-  int valid;
-  unsigned char raw[16];
-  char text[48];
-  int roceVer; /* 1, 2; 0 unknown */
-  char type[32];
-  char ndev[32];
-} gidEntry;
-int gidIsV4(const unsigned char* r);
-int gidValid(const unsigned char* r);
-/* The GID table of p from sysfs (at most max entries); returns its length. */
-int readGids(const portInfo* p, gidEntry* g, int max);
-
-/* ---------------------------------------------------------------- ib_verbs.c */
-/* The GID index railnet's IB transport uses for p, by its own rules; -1 on failure. *why says
- * why, *via how the GIDs were read ("libibverbs" or "sysfs"). */
-int chooseGid(const portInfo* p, int tblLen, char* why, size_t whySize, const char** via);
-/* DMA-BUF on dev with the IB transport's own probe: 1 yes, 0 no, -1 not probed (why). */
-int dmaBufOf(const char* dev, char* why, size_t size);
 
 /* ---------------------------------------------------------------- the sections */
 void sectionInterfaces(void); /* interfaces.c */

@@ -1,30 +1,31 @@
 /* The GID tables section: each port's configured GIDs with type, netdev and IPv4 address,
- * the index railnet's IB transport would use and why, and what is wrong with that choice. */
-#include <arpa/inet.h>
+ * the index railnet's IB transport would use and why, and what is wrong with that choice.
+ * The table, its classification and the choice are the transport's own (ib_explain.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "diag.h"
 #include "param.h"
 
+typedef struct railnetIbGidEntry gidEntry;
+
 /* The configured entries of g (and the chosen one, configured or not). */
 static void gidRows(const gidEntry* g, int n, int chosen) {
   jOpen("gids", '[');
   for (int k = 0; k < n; k++) {
-    if (!g[k].valid && k != chosen) continue;
-    char v4[INET_ADDRSTRLEN] = "";
-    if (gidIsV4(g[k].raw)) inet_ntop(AF_INET, g[k].raw + 12, v4, sizeof(v4));
+    if (!g[k].configured && k != chosen) continue;
+    const char* v4 = g[k].ipv4Text;
     if (k == chosen)
       text("    %-4d %-40s %-11s %-10s %-15s <- chosen\n", k, g[k].text, g[k].type[0] ? g[k].type : "-",
-           g[k].ndev[0] ? g[k].ndev : "-", v4[0] ? v4 : "-");
+           g[k].netdev[0] ? g[k].netdev : "-", v4[0] ? v4 : "-");
     else
-      text("    %-4d %-40s %-11s %-10s %s\n", k, g[k].text, g[k].type[0] ? g[k].type : "-", g[k].ndev[0] ? g[k].ndev : "-",
-           v4[0] ? v4 : "-");
+      text("    %-4d %-40s %-11s %-10s %s\n", k, g[k].text, g[k].type[0] ? g[k].type : "-",
+           g[k].netdev[0] ? g[k].netdev : "-", v4[0] ? v4 : "-");
     jOpen(NULL, '{');
     jInt("index", k);
     jStr("gid", g[k].text);
     jStr("type", g[k].type);
-    jStr("netdev", g[k].ndev);
+    jStr("netdev", g[k].netdev);
     jStr("ipv4", v4[0] ? v4 : NULL);
     jClose('}');
   }
@@ -36,7 +37,7 @@ static void judgeGid(const portInfo* p, const gidEntry* g, int n, int chosen, co
                      railnetParamSource src) {
   if (forced && atoi(forced) >= 0) {
     int fi = atoi(forced);
-    if (fi >= n || !g[fi].valid)
+    if (fi >= n || !g[fi].configured)
       PROBLEM("unset NCCL_IB_GID_INDEX and let railnet choose",
               "NCCL_IB_GID_INDEX=%s (%s) names an empty GID on %s:%d: ibv_modify_qp fails with Invalid argument",
               forced, railnetParamSourceName(src), p->dev, p->port);
@@ -45,13 +46,13 @@ static void judgeGid(const portInfo* p, const gidEntry* g, int n, int chosen, co
               "ibv_modify_qp fail with Invalid argument",
               "NCCL_IB_GID_INDEX=%s (%s) overrides the automatic GID selection on %s:%d", forced,
               railnetParamSourceName(src), p->dev, p->port);
-  } else if (chosen < 0 || chosen >= n || !gidValid(g[chosen].raw)) {
+  } else if (chosen < 0 || chosen >= n || !g[chosen].routable) {
     char fix[256];
     sfmt(fix, sizeof(fix), "assign an IP address to %s (ip addr add ...) so that a routable RoCE v2 GID appears",
              p->netdev[0] ? p->netdev : "the port's netdev");
     PROBLEM(fix, "%s:%d has no routable GID of the wanted family and version (only link-local or empty entries): "
             "RoCE v2 traffic cannot be routed", p->dev, p->port);
-  } else if (g[chosen].roceVer == 1 && !strstr(why, "RoCE v1")) {
+  } else if (g[chosen].roceVersion == 1 && !strstr(why, "RoCE v1")) {
     WARNING("enable RoCE v2 on the NIC or set NCCL_IB_ROCE_VERSION_NUM=1 knowingly",
             "%s:%d only offers a RoCE v1 GID for that address: v1 is not routable across subnets", p->dev, p->port);
   }
@@ -66,13 +67,14 @@ void sectionGids(void) {
   railnetParamSource src;
   const char* forced = railnetParamRaw("NCCL_IB_GID_INDEX", &src);
   jOpen("ports", '[');
-  static gidEntry g[MAX_GIDS];
+  static gidEntry g[RAILNET_IB_EXPLAIN_MAX_GIDS];
   for (int i = 0; i < nPorts; i++) {
     portInfo* p = &ports[i];
-    int n = readGids(p, g, MAX_GIDS);
-    char why[400];
-    const char* via = "";
-    int chosen = chooseGid(p, n, why, sizeof(why), &via);
+    int n = railnetIbExplainGidTable(p->dev, p->port, g, RAILNET_IB_EXPLAIN_MAX_GIDS);
+    (void)railnetIbExplainGid(p); /* a failure is index -1 with its sentence */
+    int chosen = p->gid.index;
+    const char* why = p->gid.why;
+    const char* via = p->gid.via;
     text("  %s port %d (%s)\n", p->dev, p->port, p->link);
     text("    %-4s %-40s %-11s %-10s %s\n", "idx", "gid", "type", "netdev", "ipv4");
     jOpen(NULL, '{');

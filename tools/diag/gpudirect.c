@@ -1,15 +1,16 @@
 /* The GPUDirect RDMA section: the NVIDIA driver, the peer-memory modules, and DMA-BUF per
- * RDMA device (probed by ib_verbs.c). */
+ * RDMA device, by the IB transport's own probes (railnetIbExplainGdr, railnetIbExplainDmaBuf). */
 #include <stdio.h>
 #include <string.h>
-#include "../transport/net_ib/gdr.h" /* ncclIbGdrSupport, ncclIbPeerMemSupport */
 #include "diag.h"
 
 void sectionGpuDirect(void) {
   section("gpudirect", "GPUDirect RDMA");
-  int nvidia = existsSys("module/nvidia");
-  int peermem = ncclIbPeerMemSupport() == ncclSuccess;           /* nvidia_peermem */
-  int nvPeerMem = !peermem && ncclIbGdrSupport() == ncclSuccess; /* legacy nv_peer_mem */
+  struct railnetIbGdrExplain gdr;
+  railnetIbExplainGdr(&gdr);
+  int nvidia = gdr.nvidiaDriver;
+  int peermem = gdr.nvidiaPeermem; /* nvidia_peermem */
+  int nvPeerMem = gdr.nvPeerMem;   /* legacy nv_peer_mem */
   jBool("nvidia_driver", nvidia);
   jBool("nvidia_peermem", peermem);
   jBool("nv_peer_mem", nvPeerMem);
@@ -20,7 +21,7 @@ void sectionGpuDirect(void) {
   for (int i = 0; i < nPorts; i++) {
     if (i > 0 && strcmp(ports[i].dev, ports[i - 1].dev) == 0) continue;
     char why[160];
-    int d = dmaBufOf(ports[i].dev, why, sizeof(why));
+    int d = railnetIbExplainDmaBuf(ports[i].dev, why, sizeof(why));
     anyDmaBuf |= d == 1;
     text("  DMA-BUF on %s: %s (%s)\n", ports[i].dev, d == 1 ? "supported" : d == 0 ? "not supported" : "unknown", why);
     jOpen(NULL, '{');
@@ -35,7 +36,7 @@ void sectionGpuDirect(void) {
     return;
   }
   int anyUsed = 0;
-  for (int i = 0; i < nPorts; i++) anyUsed |= ports[i].selected && ports[i].state == 4;
+  for (int i = 0; i < nPorts; i++) anyUsed |= ports[i].selected;
   if (anyUsed && !peermem && !nvPeerMem && !anyDmaBuf)
     WARNING("modprobe nvidia_peermem (shipped with the NVIDIA driver), or use DMA-BUF (kernel >= 5.12, open GPU "
             "kernel module, rdma-core >= 34)",

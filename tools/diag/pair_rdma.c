@@ -1,21 +1,15 @@
 /* The RDMA part of railnet-diag --pair: this host's ports x GIDs of interest (the index the
- * IB transport's own selection picks, railnetIbChooseGid, and the other RoCE entries), the
+ * IB transport's own selection picks, railnetIbExplainGidIndex, and the other RoCE entries), the
  * paths worth trying between the two lists, and both ends of each path: the client opens its
  * QP, the server answers with its own (already at RTS), the client connects, writes and
  * reads back a small and a 1 MiB buffer, then asks the server to do the same its way. */
 #include <errno.h>
 #include <stdio.h>
-#include "../transport/net_ib/gid.h" /* railnetIbChooseGid, as ib_verbs.c */
+#include "ib_explain.h" /* railnetIbExplainGidIndex: the transport's GID selection */
 #include "pair.h"
 
-static int chooseGidIndex(struct ibv_context* ctx, const char* dev, int port, const struct ibv_port_attr* a) {
-  struct railnetIbGidChoice ch;
-  if (railnetIbChooseGid(ctx, dev, (uint8_t)port, a, &ch) != ncclSuccess) return -1;
-  return ch.index;
-}
-
 void pairRdmaList(pairState* st) {
-  if (railnetPairRdmaList(chooseGidIndex, st->lr, RAILNET_PAIR_MAX_RDMA, &st->nLr, st->rdmaWhy,
+  if (railnetPairRdmaList(railnetIbExplainGidIndex, st->lr, RAILNET_PAIR_MAX_RDMA, &st->nLr, st->rdmaWhy,
                           sizeof(st->rdmaWhy)) != ncclSuccess)
     st->nLr = 0;
 }

@@ -26,8 +26,3 @@ int readSys(char* buf, size_t size, const char* fmt, ...) {
   sfmt(path, sizeof(path), "%s/%s", sysfsRoot, rel);
   return readLine(path, buf, size);
 }
-int existsSys(const char* rel) {
-  char path[PATH_MAX + 64];
-  sfmt(path, sizeof(path), "%s/%s", sysfsRoot, rel);
-  return access(path, F_OK) == 0;
-}

@@ -1,7 +1,9 @@
 /*
  * The IB transport's device tables and what every other part reads with them: the sysfs
- * root and the fatal-event check (devices.h).
+ * root (and a line of a file under it) and the fatal-event check (devices.h).
  */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "devices.h"
@@ -35,6 +37,28 @@ const char* railnetIbSysfsRoot(void) {
   while (n > 1 && s[n - 1] == '/') n--;
   snprintf(root, sizeof(root), "%.*s", (int)n, s);
   return root;
+}
+
+int railnetIbSysfsLine(char* buf, size_t size, const char* fmt, ...) {
+  char rel[PATH_MAX], path[PATH_MAX * 2];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(rel, sizeof(rel), fmt, ap);
+  va_end(ap);
+  if (size > 0) buf[0] = '\0';
+  if (n < 0 || n >= (int)sizeof(rel) || size < 2) return ENAMETOOLONG;
+  snprintf(path, sizeof(path), "%s/%s", railnetIbSysfsRoot(), rel);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return errno ? errno : ENOENT;
+  char* line = fgets(buf, (int)size, f);
+  int err = ferror(f) ? (errno ? errno : EIO) : EINVAL;
+  fclose(f);
+  if (line == NULL) {
+    buf[0] = '\0';
+    return err;
+  }
+  buf[strcspn(buf, "\n")] = '\0';
+  return 0;
 }
 
 ncclResult_t ncclIbStatsCheckFatalCount(struct ncclIbStats* stats, const char* funcName) {

@@ -91,6 +91,9 @@ extern pthread_mutex_t ncclIbLock;
 
 /* $SYSFS_PATH (libibverbs' convention) or "/sys", without a trailing '/'. */
 const char* railnetIbSysfsRoot(void);
+/* The first line of <sysfs root>/<fmt ...> into buf, without its newline: 0, or an errno
+ * value (ENOENT, EINVAL for an empty file, ...). */
+int railnetIbSysfsLine(char* buf, size_t size, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Fatal asynchronous event seen on stats (NCCL_IB_RETURN_ASYNC_EVENTS=1, the default):
  * WARN once per caller and ncclSystemError, so a comm fails instead of hanging. */

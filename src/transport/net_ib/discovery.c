@@ -134,6 +134,47 @@ static void ibSortDevs(struct ncclIbDev* devs, int n) {
   }
 }
 
+/* ------------------------------------------------------------------ which ports */
+
+ncclResult_t railnetIbHcaRead(struct railnetIbHca* hca) {
+  hca->spec = railnetParamStr(&ibDiscoveryParams[P_HCA]);
+  ncclResult_t res = railnetIfListParse(hca->spec, 1, &hca->list);
+  hca->parsed = res == ncclSuccess;
+  return res;
+}
+
+static const char* portStateName(int state, char* buf, size_t size) {
+  static const char* const names[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+  if (state >= 0 && state < (int)RAILNET_ARRAY_SIZE(names)) return names[state];
+  snprintf(buf, size, "%d", state);
+  return buf;
+}
+
+unsigned railnetIbPortWanted(const char* dev, int port, int state, int linkLayer, const struct railnetIbHca* hca,
+                             char* why, size_t whySize) {
+  unsigned no = 0;
+  if (state != IBV_PORT_ACTIVE) no |= RAILNET_IB_PORT_NOT_ACTIVE;
+  if (linkLayer != IBV_LINK_LAYER_INFINIBAND && linkLayer != IBV_LINK_LAYER_ETHERNET) no |= RAILNET_IB_PORT_LINK_LAYER;
+  int hcaSet = hca->spec != NULL && hca->spec[0] != '\0';
+  if (!hca->parsed || !railnetIfListSelects(&hca->list, dev, port)) no |= RAILNET_IB_PORT_HCA;
+  if (why == NULL || whySize == 0) return no;
+  char num[16];
+  if (no & RAILNET_IB_PORT_NOT_ACTIVE)
+    snprintf(why, whySize, "port state %s, not ACTIVE", portStateName(state, num, sizeof(num)));
+  else if (no & RAILNET_IB_PORT_LINK_LAYER)
+    snprintf(why, whySize, "link layer %d is neither InfiniBand nor Ethernet", linkLayer);
+  else if (!hca->parsed)
+    snprintf(why, whySize, "NCCL_IB_HCA=%s cannot be parsed: discovery fails (see its WARN)", hca->spec);
+  else if (no & RAILNET_IB_PORT_HCA)
+    snprintf(why, whySize, "NCCL_IB_HCA=%s %s it", hca->spec, hca->list.exclude ? "excludes" : "does not name");
+  else if (!hcaSet)
+    snprintf(why, whySize, "ACTIVE %s port; no NCCL_IB_HCA: every active port is used", NCCL_IB_LLSTR(linkLayer));
+  else
+    snprintf(why, whySize, "ACTIVE %s port; NCCL_IB_HCA=%s %s it", NCCL_IB_LLSTR(linkLayer), hca->spec,
+             hca->list.exclude ? "does not exclude" : "selects");
+  return no;
+}
+
 /* ------------------------------------------------------------------ discovery */
 
 void railnetIbCloseDevicesLocked(void) {
@@ -152,7 +193,7 @@ void railnetIbCloseDevicesLocked(void) {
 }
 
 /* Adds the usable ports of one HCA. */
-static ncclResult_t ibAddDevice(struct ibv_device* device, int index, const railnetIfList* hca) {
+static ncclResult_t ibAddDevice(struct ibv_device* device, int index, const struct railnetIbHca* hca) {
   const char* name = wrap_ibv_get_device_name(device);
   struct ibv_context* context = NULL;
   if (wrap_ibv_open_device(&context, device) != ncclSuccess || context == NULL) {
@@ -174,18 +215,14 @@ static ncclResult_t ibAddDevice(struct ibv_device* device, int index, const rail
       WARN("NET/IB : Unable to query port_num %d of %s", port, name);
       continue;
     }
-    if (portAttr.state != IBV_PORT_ACTIVE) {
-      INFO(NCCL_NET, "NET/IB : %s:%d skipped: port state %s", name, port,
-           portAttr.state == IBV_PORT_DOWN ? "DOWN" : portAttr.state == IBV_PORT_INIT ? "INIT" : "not ACTIVE");
+    char why[192];
+    unsigned notUsed = railnetIbPortWanted(name, port, portAttr.state, portAttr.link_layer, hca, why, sizeof(why));
+    if (notUsed == RAILNET_IB_PORT_HCA) {
+      TRACE(NCCL_NET, "NET/IB : %s:%d skipped: %s", name, port, why);
       continue;
     }
-    if (portAttr.link_layer != IBV_LINK_LAYER_INFINIBAND && portAttr.link_layer != IBV_LINK_LAYER_ETHERNET) {
-      INFO(NCCL_NET, "NET/IB : %s:%d skipped: link layer %d is neither InfiniBand nor Ethernet", name, port,
-           portAttr.link_layer);
-      continue;
-    }
-    if (!railnetIfListSelects(hca, name, port)) {
-      TRACE(NCCL_NET, "NET/IB : %s:%d not selected by NCCL_IB_HCA", name, port);
+    if (notUsed != 0) {
+      INFO(NCCL_NET, "NET/IB : %s:%d skipped: %s", name, port, why);
       continue;
     }
     if (ncclNIbDevs == MAX_IB_DEVS) {
@@ -260,10 +297,10 @@ ncclResult_t railnetIbDiscoverLocked(void) {
     return ncclInternalError;
   }
 
-  const char* hcaSpec = railnetParamStr(&ibDiscoveryParams[P_HCA]);
-  if (hcaSpec != NULL && shownHca++ == 0) INFO(NCCL_NET | NCCL_ENV, "NCCL_IB_HCA set to %s", hcaSpec);
-  railnetIfList hca;
-  NCCLCHECK(railnetIfListParse(hcaSpec, 1, &hca));
+  struct railnetIbHca hca;
+  ncclResult_t hcaRes = railnetIbHcaRead(&hca);
+  if (hca.spec != NULL && shownHca++ == 0) INFO(NCCL_NET | NCCL_ENV, "NCCL_IB_HCA set to %s", hca.spec);
+  NCCLCHECK(hcaRes);
 
   ncclNIbDevs = 0;
   ncclNMergedIbDevs = 0;

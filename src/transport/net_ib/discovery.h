@@ -9,10 +9,28 @@
 #ifndef RAILNET_NET_IB_DISCOVERY_H
 #define RAILNET_NET_IB_DISCOVERY_H
 #include "core.h"
+#include "ib_explain.h" /* RAILNET_IB_PORT_* */
+#include "socket.h"     /* railnetIfList */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* NCCL_IB_HCA as discovery reads it. */
+struct railnetIbHca {
+  const char* spec;   /* the setting; NULL when unset */
+  railnetIfList list;
+  int parsed;         /* 0: spec is malformed (discovery fails on it, after a WARN) */
+};
+/* Reads and parses NCCL_IB_HCA: ncclSuccess, or the parser's failure (hca->parsed = 0). */
+ncclResult_t railnetIbHcaRead(struct railnetIbHca* hca);
+/* Does discovery take port `port` of HCA dev, in state `state` (IBV_PORT_*) with link layer
+ * linkLayer (IBV_LINK_LAYER_*), under hca? 0 yes; else every RAILNET_IB_PORT_* reason that
+ * applies. why (may be NULL) gets the verdict in a sentence, naming the first reason in
+ * discovery's order (state, link layer, NCCL_IB_HCA). Discovery and railnetIbExplainPorts
+ * both decide with it. */
+unsigned railnetIbPortWanted(const char* dev, int port, int state, int linkLayer, const struct railnetIbHca* hca,
+                             char* why, size_t whySize);
 
 /* Fills ncclIbDevs / ncclIbMergedDevs; the caller holds ncclIbLock and ncclNIbDevs is -1.
  * On failure everything is back to "not discovered". */

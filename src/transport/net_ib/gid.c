@@ -14,6 +14,8 @@
  * for candidates that passed every other test (an empty slot's type cannot be read, and
  * reading all 1024 of rxe costs seconds under emulation).
  * InfiniBand: index 0, or NCCL_IB_ROUTABLE_FLID_GID_INDEX when that GID carries a FLID.
+ * The GIDs are read through a reader (gid.h): libibverbs for the transport, sysfs for the
+ * explain API where libibverbs cannot open the device.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -57,8 +59,7 @@ sa_family_t railnetIbGidFamily(const union ibv_gid* gid) {
   return (v4Mapped || v4MappedMulticast) ? AF_INET : AF_INET6;
 }
 
-/* Not all zero, and not a bare fe80:: without interface id. */
-static int gidConfigured(const union ibv_gid* gid) {
+int railnetIbGidConfigured(const union ibv_gid* gid) {
   uint32_t rest = gidWord(gid, 1) | gidWord(gid, 2) | gidWord(gid, 3);
   uint32_t w0 = gidWord(gid, 0);
   if ((w0 | rest) == 0) return 0;
@@ -66,11 +67,31 @@ static int gidConfigured(const union ibv_gid* gid) {
   return 1;
 }
 
-static int gidLinkLocal(const union ibv_gid* gid) {
+int railnetIbGidLinkLocal(const union ibv_gid* gid) {
   return gidWord(gid, 0) == htonl(0xfe800000) && gidWord(gid, 1) == 0;
 }
 
-static int gidValid(const union ibv_gid* gid) { return gidConfigured(gid) && !gidLinkLocal(gid); }
+int railnetIbGidRoutable(const union ibv_gid* gid) { return railnetIbGidConfigured(gid) && !railnetIbGidLinkLocal(gid); }
+
+int railnetIbGidTypeVersion(const char* text) {
+  if (text == NULL) return -1;
+  if (strncmp(text, "IB/RoCE v1", 10) == 0 || strncmp(text, "RoCE v1", 7) == 0) return 1;
+  if (strncmp(text, "RoCE v2", 7) == 0) return 2;
+  return -1;
+}
+
+int railnetIbGidParse(const char* text, union ibv_gid* gid) {
+  unsigned v[8];
+  memset(gid, 0, sizeof(*gid));
+  if (text == NULL || sscanf(text, "%x:%x:%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                             &v[7]) != 8)
+    return 0;
+  for (int k = 0; k < 8; k++) {
+    gid->raw[2 * k] = (uint8_t)(v[k] >> 8);
+    gid->raw[2 * k + 1] = (uint8_t)v[k];
+  }
+  return 1;
+}
 
 /* Big-endian mask of the first `bits` (0..32) bits of a 32-bit word. */
 static uint32_t netmask32(int bits) {
@@ -185,9 +206,7 @@ int railnetIbSysfsRoceVersion(const char* devName, int portNum, int gidIndex) {
     TRACE(NCCL_NET, "NET/IB : cannot read %s: %s", path, n < 0 ? strerror(err) : "empty");
     return VER_UNKNOWN;
   }
-  if (strncmp(text, "IB/RoCE v1", 10) == 0 || strncmp(text, "RoCE v1", 7) == 0) return 1;
-  if (strncmp(text, "RoCE v2", 7) == 0) return 2;
-  return VER_UNKNOWN;
+  return railnetIbGidTypeVersion(text);
 }
 
 static int viewVersion(struct gidView* v, int i) {
@@ -207,7 +226,7 @@ static int gidTypeVersion(uint32_t type) {
 /* One ibv_query_gid_table call. *ok = 0 when the verb is absent or fails (caller falls back). */
 static ncclResult_t viewFromTable(struct ibv_context* ctx, struct gidView* v, int* ok) {
   *ok = 0;
-  if (railnetIbv.query_gid_table == NULL) return ncclSuccess;
+  if (ctx == NULL || railnetIbv.query_gid_table == NULL) return ncclSuccess;
   /* The kernel wants room for every valid entry of every port. */
   struct ibv_device_attr devAttr;
   memset(&devAttr, 0, sizeof(devAttr));
@@ -238,12 +257,12 @@ static ncclResult_t viewFromTable(struct ibv_context* ctx, struct gidView* v, in
   return ncclSuccess;
 }
 
-/* ibv_query_gid per slot; types read later from sysfs, only where needed. */
-static void viewFromSlots(struct ibv_context* ctx, struct gidView* v) {
+/* The reader per slot (ibv_query_gid, or sysfs); types read later from sysfs, only where needed. */
+static void viewFromSlots(const struct railnetIbGidReader* r, struct gidView* v) {
   for (int i = 0; i < v->len; i++) {
     v->ver[i] = VER_UNREAD;
     /* rdma-core answers an empty slot with the zero GID; a failure is an empty slot too */
-    if (railnetIbv.query_gid == NULL || railnetIbv.query_gid(ctx, (uint8_t)v->port, i, &v->gids[i]) != 0) {
+    if (r->queryGid(r->arg, (uint8_t)v->port, i, &v->gids[i]) != 0) {
       memset(&v->gids[i], 0, sizeof(v->gids[i]));
       v->ver[i] = VER_UNKNOWN;
     }
@@ -261,63 +280,121 @@ static void considerCandidate(struct gidView* v, const struct gidPrefs* p, int c
     *cur = c;
     return;
   }
-  if (famC != p->af || !gidValid(gc) || !inRange) return;
+  if (famC != p->af || !railnetIbGidRoutable(gc) || !inRange) return;
   int verCur = viewVersion(v, *cur), verC = viewVersion(v, c);
-  if ((verCur != verC || !gidValid(gcur)) && verC == p->roceVersion) *cur = c;
+  if ((verCur != verC || !railnetIbGidRoutable(gcur)) && verC == p->roceVersion) *cur = c;
 }
 
 static const char* famName(sa_family_t af) { return af == AF_INET ? "AF_INET" : "AF_INET6"; }
 
-/* ------------------------------------------------------------------ entry points */
+/* ------------------------------------------------------------------ readers */
 
-ncclResult_t railnetIbChooseGid(struct ibv_context* context, const char* devName, uint8_t portNum,
-                                const struct ibv_port_attr* portAttr, struct railnetIbGidChoice* ch) {
-  memset(ch, 0, sizeof(*ch));
-  ch->roceVersion = VER_UNKNOWN;
-  int tblLen = portAttr->gid_tbl_len;
-  if (devName == NULL) devName = "N/A";
+/* ibv_query_gid on the context in arg: 0, or the errno value of the failure. */
+static int verbsQueryGid(void* arg, uint8_t port, int index, union ibv_gid* gid) {
+  if (railnetIbv.query_gid == NULL) return ENOSYS;
+  errno = 0;
+  int ret = railnetIbv.query_gid((struct ibv_context*)arg, port, index, gid);
+  if (ret == 0) return 0;
+  if (ret == -1 && errno != 0) return errno;
+  return ret < 0 ? -ret : ret;
+}
 
-  if (portAttr->link_layer == IBV_LINK_LAYER_INFINIBAND) {
-    int routable = (int)railnetParamInt(&gidParams[P_FLID_GID_INDEX]);
-    ch->roceVersion = 0;
-    if (routable < tblLen) {
-      union ibv_gid gid;
-      NCCLCHECK(wrap_ibv_query_gid(context, portNum, routable, &gid));
-      uint16_t flid = (uint16_t)((gid.raw[4] << 8) | gid.raw[5]);
-      if (flid != 0) {
-        ch->index = routable;
-        ch->gid = gid;
-        snprintf(ch->why, sizeof(ch->why), "InfiniBand, routable FLID 0x%x (NCCL_IB_ROUTABLE_FLID_GID_INDEX=%d)",
-                 flid, routable);
-        return ncclSuccess;
-      }
-    }
-    ch->index = 0;
-    if (tblLen > 0) NCCLCHECK(wrap_ibv_query_gid(context, portNum, 0, &ch->gid));
-    snprintf(ch->why, sizeof(ch->why), "InfiniBand (no routable FLID at index %d)", routable);
-    return ncclSuccess;
-  }
+struct railnetIbGidReader railnetIbGidReaderVerbs(struct ibv_context* context) {
+  struct railnetIbGidReader r = {verbsQueryGid, context, context};
+  return r;
+}
 
-  int forced = (int)railnetParamInt(&gidParams[P_GID_INDEX]);
-  if (forced >= 0) {
-    ch->index = forced;
-    snprintf(ch->why, sizeof(ch->why), "forced by NCCL_IB_GID_INDEX=%d", forced);
-    if (forced >= tblLen) {
-      WARN("NET/IB : NCCL_IB_GID_INDEX=%d but %s:%d has only %d GID entries; connections will fail. "
-           "Unset NCCL_IB_GID_INDEX to choose automatically",
-           forced, devName, portNum, tblLen);
+int railnetIbSysfsGid(const char* devName, int portNum, int gidIndex, union ibv_gid* gid) {
+  char text[64];
+  memset(gid, 0, sizeof(*gid));
+  int err = railnetIbSysfsLine(text, sizeof(text), "class/infiniband/%s/ports/%d/gids/%d", devName, portNum, gidIndex);
+  if (err != 0) return err;
+  return railnetIbGidParse(text, gid) ? 0 : EINVAL;
+}
+
+/* <sysfs>/class/infiniband/<arg>/ports/<port>/gids/<index>. */
+static int sysfsQueryGid(void* arg, uint8_t port, int index, union ibv_gid* gid) {
+  return railnetIbSysfsGid((const char*)arg, port, index, gid);
+}
+
+struct railnetIbGidReader railnetIbGidReaderSysfs(const char* devName) {
+  struct railnetIbGidReader r = {sysfsQueryGid, (void*)devName, NULL};
+  return r;
+}
+
+/* One GID through the reader; a failure is a WARN naming the port (InfiniBand needs it). */
+static ncclResult_t readerGid(const struct railnetIbGidReader* r, const char* devName, uint8_t portNum, int index,
+                              union ibv_gid* gid) {
+  int err = r->queryGid(r->arg, portNum, index, gid);
+  if (err == 0) return ncclSuccess;
+  WARN("NET/IB : Call to ibv_query_gid failed with error %s errno %d (%s:%d, GID index %d)", strerror(err), err,
+       devName, portNum, index);
+  return ncclSystemError;
+}
+
+/* ------------------------------------------------------------------ the three rules */
+
+/* InfiniBand: NCCL_IB_ROUTABLE_FLID_GID_INDEX when its GID carries a FLID, else 0. */
+static ncclResult_t chooseIb(const struct railnetIbGidReader* r, const char* devName, uint8_t portNum, int tblLen,
+                             struct railnetIbGidChoice* ch) {
+  int routable = (int)railnetParamInt(&gidParams[P_FLID_GID_INDEX]);
+  ch->roceVersion = 0;
+  if (routable < tblLen) {
+    union ibv_gid gid;
+    NCCLCHECK(readerGid(r, devName, portNum, routable, &gid));
+    uint16_t flid = (uint16_t)((gid.raw[4] << 8) | gid.raw[5]);
+    if (flid != 0) {
+      ch->index = routable;
+      ch->gid = gid;
+      snprintf(ch->why, sizeof(ch->why), "InfiniBand, routable FLID 0x%x (NCCL_IB_ROUTABLE_FLID_GID_INDEX=%d)", flid,
+               routable);
       return ncclSuccess;
     }
-    if (railnetIbv.query_gid && railnetIbv.query_gid(context, portNum, forced, &ch->gid) == 0 &&
-        !gidConfigured(&ch->gid)) {
-      WARN("NET/IB : NCCL_IB_GID_INDEX=%d is an empty GID slot on %s:%d; connections will fail "
-           "(ibv_modify_qp: EINVAL/ENODATA). Unset NCCL_IB_GID_INDEX to choose automatically",
-           forced, devName, portNum);
-    }
-    ch->roceVersion = railnetIbSysfsRoceVersion(devName, portNum, forced);
-    return ncclSuccess;
   }
+  ch->index = 0;
+  if (tblLen > 0) NCCLCHECK(readerGid(r, devName, portNum, 0, &ch->gid));
+  snprintf(ch->why, sizeof(ch->why), "InfiniBand (no routable FLID at index %d)", routable);
+  return ncclSuccess;
+}
 
+/* RoCE with NCCL_IB_GID_INDEX = forced (>= 0): that index, with a WARN when it cannot work. */
+static void chooseForced(const struct railnetIbGidReader* r, const char* devName, uint8_t portNum, int tblLen,
+                         int forced, struct railnetIbGidChoice* ch) {
+  ch->index = forced;
+  snprintf(ch->why, sizeof(ch->why), "forced by NCCL_IB_GID_INDEX=%d", forced);
+  if (forced >= tblLen) {
+    WARN("NET/IB : NCCL_IB_GID_INDEX=%d but %s:%d has only %d GID entries; connections will fail. "
+         "Unset NCCL_IB_GID_INDEX to choose automatically",
+         forced, devName, portNum, tblLen);
+    return;
+  }
+  if (r->queryGid(r->arg, portNum, forced, &ch->gid) == 0 && !railnetIbGidConfigured(&ch->gid)) {
+    WARN("NET/IB : NCCL_IB_GID_INDEX=%d is an empty GID slot on %s:%d; connections will fail "
+         "(ibv_modify_qp: EINVAL/ENODATA). Unset NCCL_IB_GID_INDEX to choose automatically",
+         forced, devName, portNum);
+  }
+  ch->roceVersion = railnetIbSysfsRoceVersion(devName, portNum, forced);
+}
+
+/* The sentence for a scan's choice: what was wanted and whether the choice is such an entry. */
+static void scanWhy(const struct gidPrefs* prefs, int tblLen, struct railnetIbGidChoice* ch) {
+  char range[96] = "";
+  if (prefs->hasRange) snprintf(range, sizeof(range), ", NCCL_IB_ADDR_RANGE=%s", prefs->rangeText);
+  const char* src = ch->source == RAILNET_GID_SRC_TABLE ? "ibv_query_gid_table" : "sysfs";
+  char head[96];
+  snprintf(head, sizeof(head), "%d of %d entries (types from %s)", ch->scanned, tblLen, src);
+  char wish[128];
+  snprintf(wish, sizeof(wish), "%s, RoCE v%d%s", famName(prefs->af), prefs->roceVersion, range);
+  int match = railnetIbGidRoutable(&ch->gid) && railnetIbGidFamily(&ch->gid) == prefs->af &&
+              ch->roceVersion == prefs->roceVersion &&
+              gidInRange(prefs->af, prefs->hasRange ? prefs->prefix : NULL, prefs->prefixLen, &ch->gid);
+  if (match) snprintf(ch->why, sizeof(ch->why), "best of %s for %s", head, wish);
+  else snprintf(ch->why, sizeof(ch->why), "no entry matches %s; NCCL's rules pick it among %s", wish, head);
+}
+
+/* RoCE without NCCL_IB_GID_INDEX: NCCL's scan of the table. */
+static ncclResult_t chooseScan(const struct railnetIbGidReader* r, const char* devName, uint8_t portNum, int tblLen,
+                               struct railnetIbGidChoice* ch) {
   struct gidPrefs prefs;
   readPrefs(&prefs);
   ch->index = 0;
@@ -335,31 +412,43 @@ ncclResult_t railnetIbChooseGid(struct ibv_context* context, const char* devName
     return ncclSystemError;
   }
   int fromTable = 0;
-  NCCLCHECK(viewFromTable(context, &v, &fromTable));
-  if (!fromTable) viewFromSlots(context, &v);
+  (void)viewFromTable(r->context, &v, &fromTable); /* never fails: a failure falls back to the slots */
+  if (!fromTable) viewFromSlots(r, &v);
 
   int cur = 0;
   for (int c = 1; c < tblLen; c++) considerCandidate(&v, &prefs, c, &cur);
-  for (int i = 0; i < tblLen; i++) ch->scanned += gidConfigured(&v.gids[i]);
-
+  for (int i = 0; i < tblLen; i++) ch->scanned += railnetIbGidConfigured(&v.gids[i]);
   ch->index = cur;
   ch->gid = v.gids[cur];
   ch->roceVersion = viewVersion(&v, cur);
   ch->source = v.source;
-  char range[96] = "";
-  if (prefs.hasRange) snprintf(range, sizeof(range), ", NCCL_IB_ADDR_RANGE=%s", prefs.rangeText);
-  const char* src = v.source == RAILNET_GID_SRC_TABLE ? "ibv_query_gid_table" : "sysfs";
-  char head[96];
-  snprintf(head, sizeof(head), "%d of %d entries (types from %s)", ch->scanned, tblLen, src);
-  char wish[128];
-  snprintf(wish, sizeof(wish), "%s, RoCE v%d%s", famName(prefs.af), prefs.roceVersion, range);
-  int match = gidValid(&ch->gid) && railnetIbGidFamily(&ch->gid) == prefs.af && ch->roceVersion == prefs.roceVersion &&
-              gidInRange(prefs.af, prefs.hasRange ? prefs.prefix : NULL, prefs.prefixLen, &ch->gid);
-  if (match) snprintf(ch->why, sizeof(ch->why), "best of %s for %s", head, wish);
-  else snprintf(ch->why, sizeof(ch->why), "no entry matches %s; NCCL's rules pick it among %s", wish, head);
+  scanWhy(&prefs, tblLen, ch);
   free(v.gids);
   free(v.ver);
   return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+ncclResult_t railnetIbChooseGidFrom(const struct railnetIbGidReader* reader, const char* devName, uint8_t portNum,
+                                    const struct ibv_port_attr* portAttr, struct railnetIbGidChoice* ch) {
+  memset(ch, 0, sizeof(*ch));
+  ch->roceVersion = VER_UNKNOWN;
+  int tblLen = portAttr->gid_tbl_len;
+  if (devName == NULL) devName = "N/A";
+  if (portAttr->link_layer == IBV_LINK_LAYER_INFINIBAND) return chooseIb(reader, devName, portNum, tblLen, ch);
+  int forced = (int)railnetParamInt(&gidParams[P_GID_INDEX]);
+  if (forced >= 0) {
+    chooseForced(reader, devName, portNum, tblLen, forced, ch);
+    return ncclSuccess;
+  }
+  return chooseScan(reader, devName, portNum, tblLen, ch);
+}
+
+ncclResult_t railnetIbChooseGid(struct ibv_context* context, const char* devName, uint8_t portNum,
+                                const struct ibv_port_attr* portAttr, struct railnetIbGidChoice* ch) {
+  struct railnetIbGidReader verbs = railnetIbGidReaderVerbs(context);
+  return railnetIbChooseGidFrom(&verbs, devName, portNum, portAttr, ch);
 }
 
 ncclResult_t ncclIbGetGidIndex(struct ibv_context* context, uint8_t portNum, struct ibv_port_attr* portAttr,
