@@ -74,6 +74,9 @@ ncclResult_t railnetIbExplainGid(struct railnetIbPortExplain* port);
 struct ibv_context;
 struct ibv_port_attr;
 int railnetIbExplainGidIndex(struct ibv_context* ctx, const char* dev, int port, const struct ibv_port_attr* attr);
+/* Would discovery use this port (its state, link layer and NCCL_IB_HCA, as for
+ * railnetIbExplainPorts)? 1 yes, 0 no. For callers holding a port's verbs attributes. */
+int railnetIbExplainPortUsed(const char* dev, int port, const struct ibv_port_attr* attr);
 
 /* One slot of a port's GID table, as sysfs has it and as the GID selection classifies it. */
 struct railnetIbGidEntry {

@@ -48,14 +48,17 @@ int railnetPairTcpProbeAnswer(int fd, const railnetPairTcpProbe* probe, uint64_t
  * NCCL_IB_GID_INDEX); the caller supplies it, this layer sits below the transport. */
 typedef int (*railnetPairGidChooser)(struct ibv_context* ctx, const char* dev, int port,
                                      const struct ibv_port_attr* attr);
+/* Would railnet use this port (the IB transport's discovery decides: state, link layer,
+ * NCCL_IB_HCA)? 1 yes; the caller supplies it, as the GID chooser. */
+typedef int (*railnetPairPortFilter)(const char* dev, int port, const struct ibv_port_attr* attr);
 #define RAILNET_PAIR_GID_CHOSEN 1u /* isAuto bits: the index railnet uses */
 #define RAILNET_PAIR_GID_FORCED 2u /* ... because NCCL_IB_GID_INDEX says so */
 /* The entries of interest on this host's active ports: for each port the index `chooser`
  * gives (empty or not: a forced bad index should be seen failing) and every other
- * non-empty RoCE v1/v2 entry. NCCL_IB_HCA restricts the ports. 0 entries (and ncclSuccess)
- * without libibverbs or devices; why says why then. */
-ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairRdmaEntry* out, int max, int* n, char* why,
-                                 size_t whySize);
+ * non-empty RoCE v1/v2 entry, on the ports `wanted` takes (NULL: every active port). 0
+ * entries (and ncclSuccess) without libibverbs or devices; why says why then. */
+ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairPortFilter wanted, railnetPairRdmaEntry* out,
+                                 int max, int* n, char* why, size_t whySize);
 
 /* One side of a probed RDMA path: a device context, PD, CQ, RC QP and a registered buffer. */
 struct railnetPairRdmaSide;

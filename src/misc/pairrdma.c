@@ -26,14 +26,6 @@ struct railnetPairRdmaSide {
 
 static int errnoOf(int ret) { return ret == -1 && errno ? errno : ret < 0 ? -ret : ret ? ret : EIO; }
 
-/* Is this port wanted by NCCL_IB_HCA (unset: every port)? */
-static int hcaAllows(const char* dev, int port) {
-  const char* spec = railnetParamStrByName("NCCL_IB_HCA");
-  railnetIfList list;
-  if (spec == NULL || spec[0] == '\0' || railnetIfListParse(spec, 1, &list) != ncclSuccess) return 1;
-  return railnetIfListSelects(&list, dev, port);
-}
-
 static void addEntry(railnetPairRdmaEntry* out, int max, int* n, const char* dev, int port,
                      const struct ibv_port_attr* a, int index, const union ibv_gid* gid, int roceVer, int flags) {
   if (*n >= max) return;
@@ -81,8 +73,8 @@ static void portEntries(struct ibv_context* ctx, const char* dev, int port, cons
   }
 }
 
-ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairRdmaEntry* out, int max, int* n, char* why,
-                                 size_t whySize) {
+ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairPortFilter wanted, railnetPairRdmaEntry* out,
+                                 int max, int* n, char* why, size_t whySize) {
   *n = 0;
   snprintf(why, whySize, "%s", "");
   if (wrap_ibv_symbols() != ncclSuccess) {
@@ -105,8 +97,8 @@ ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairRdmaE
       for (int p = 1; p <= da.phys_port_cnt; p++) {
         struct ibv_port_attr a;
         memset(&a, 0, sizeof(a));
-        if (!hcaAllows(dev, p) || wrap_ibv_query_port(ctx, (uint8_t)p, &a) != ncclSuccess) continue;
-        if (a.state != IBV_PORT_ACTIVE) continue;
+        if (wrap_ibv_query_port(ctx, (uint8_t)p, &a) != ncclSuccess || a.state != IBV_PORT_ACTIVE) continue;
+        if (wanted != NULL && !wanted(dev, p, &a)) continue;
         portEntries(ctx, dev, p, &a, chooser, out, max, n);
       }
     }

@@ -5,12 +5,12 @@
  * reads back a small and a 1 MiB buffer, then asks the server to do the same its way. */
 #include <errno.h>
 #include <stdio.h>
-#include "ib_explain.h" /* railnetIbExplainGidIndex: the transport's GID selection */
+#include "ib_explain.h" /* the transport's own port choice and GID selection */
 #include "pair.h"
 
 void pairRdmaList(pairState* st) {
-  if (railnetPairRdmaList(railnetIbExplainGidIndex, st->lr, RAILNET_PAIR_MAX_RDMA, &st->nLr, st->rdmaWhy,
-                          sizeof(st->rdmaWhy)) != ncclSuccess)
+  if (railnetPairRdmaList(railnetIbExplainGidIndex, railnetIbExplainPortUsed, st->lr, RAILNET_PAIR_MAX_RDMA, &st->nLr,
+                          st->rdmaWhy, sizeof(st->rdmaWhy)) != ncclSuccess)
     st->nLr = 0;
 }
 

@@ -210,6 +210,12 @@ int railnetIbExplainGidIndex(struct ibv_context* ctx, const char* dev, int port,
   return ch.index;
 }
 
+int railnetIbExplainPortUsed(const char* dev, int port, const struct ibv_port_attr* attr) {
+  struct railnetIbHca hca;
+  if (railnetIbHcaRead(&hca) != ncclSuccess) return 0; /* discovery fails on it too */
+  return railnetIbPortWanted(dev, port, attr->state, attr->link_layer, &hca, NULL, 0) == 0;
+}
+
 int railnetIbExplainGidTable(const char* dev, int port, struct railnetIbGidEntry* entries, int max) {
   int n = 0;
   for (int i = 0; i < max; i++) {
