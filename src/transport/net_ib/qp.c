@@ -211,6 +211,7 @@ static void fillDevInfo(struct ncclIbNetCommBase* base, int i, struct ncclIbDevI
   d->gidIndex = cd->gidIndex;
   d->gid = cd->gid;
   d->fifoRkey = rkey;
+  d->physDev = (uint32_t)cd->ibDevN + 1;
 }
 
 /* Traffic class and service level of a connection (the connector decides). The comm
