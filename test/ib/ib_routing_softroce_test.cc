@@ -5,6 +5,7 @@
 // sender on a thread).
 #include "test_util.h"
 #include <string.h>
+#include <functional>
 #include <thread>
 #include "net_pair.h"
 
@@ -30,7 +31,8 @@ class IbRoutingSoftRoceTest : public IbTwoDevicesTest {
     ASSERT_GE(ndev, 2);
   }
   // Listen on listenDev, connect from connectDev, move a few sizes; "" or what failed.
-  std::string pairAndMove(int listenDev, int connectDev, int* sendVDev, int* recvVDev) {
+  std::string pairAndMove(int listenDev, int connectDev, int* sendVDev, int* recvVDev,
+                          const std::function<void(void*, void*)>& check = nullptr, const NetPlan* given = nullptr) {
     char handle[NCCL_NET_HANDLE_MAXSIZE];
     void *lc = nullptr, *sc = nullptr, *rc = nullptr;
     if (ib->listen(ctx, listenDev, handle, &lc) != ncclSuccess) return "listen failed";
@@ -40,8 +42,10 @@ class IbRoutingSoftRoceTest : public IbTwoDevicesTest {
     }
     *sendVDev = ((struct ncclIbNetCommBase*)sc)->vDev;
     *recvVDev = ((struct ncclIbNetCommBase*)rc)->vDev;
+    if (check) check(sc, rc);
     NetPlan plan;
-    plan.sizes = {0, 1, 4095, 65536 + 3, 1 << 20};
+    if (given) plan = *given;
+    else plan.sizes = {0, 1, 4095, 65536 + 3, 1 << 20};
     plan.deadlineMs = 120000;
     std::string sendErr, recvErr;
     {
@@ -121,6 +125,43 @@ TEST_F(IbRoutingSoftRoceTest, DataDirectAndOooRqAreReportedNotAvailable) {
   // the data path is unchanged
   int sv = -1, rv = -1;
   EXPECT_EQ(pairAndMove(0, 1, &sv, &rv), "") << LogCapture::all();
+}
+
+// ID-based matching and pre-posted receive WRs (failover off), alone and together, over
+// one and two QPs, data split or not, with multi-receives and more receives in flight than
+// the QPs: data and sizes right, and the receiver told the sender its scheme.
+TEST_F(IbRoutingSoftRoceTest, IdMatchingAndPrepostedReceivesMoveData) {
+  struct Mode { const char* scheme; const char* prepost; const char* qps; const char* split; };
+  for (Mode m : {Mode{"1", "0", "1", "0"}, Mode{"0", "1", "1", "0"}, Mode{"1", "1", "1", "0"},
+                 Mode{"0", "1", "2", "0"}, Mode{"0", "1", "2", "1"}, Mode{"1", "0", "2", "1"}}) {
+    std::string what = std::string("scheme=") + m.scheme + " prepost=" + m.prepost + " qps=" + m.qps + " split=" + m.split;
+    env.set("NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", m.scheme);
+    env.set("NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS", m.prepost);
+    env.set("NCCL_IB_QPS_PER_CONNECTION", m.qps);
+    env.set("NCCL_IB_SPLIT_DATA_ON_QPS", m.split);
+    init();
+    LogCapture cap;
+    NetPlan plan;
+    plan.sizes = {0, 1, 4095, 65536 + 3, 1 << 20, 7};
+    std::vector<NetMsg> g;
+    for (int i = 0; i < 4; i++) g.push_back(NetMsg{(size_t)(i * 4099 + 1), (size_t)(i * 4099 + 64)});
+    for (int k = 0; k < 5; k++) plan.groups.push_back(g);
+    for (int k = 0; k < 40; k++) plan.groups.push_back({NetMsg{(size_t)(k * 997) % 70000, 70000}});
+    plan.inflight = 8;
+    bool byId = m.scheme[0] == '1', pre = m.prepost[0] == '1';
+    int sv = -1, rv = -1;
+    EXPECT_EQ(pairAndMove(0, 1, &sv, &rv, [&](void* sc, void* rc) {
+      EXPECT_EQ(((struct ncclIbNetCommBase*)sc)->matchById, byId) << what;
+      EXPECT_EQ(((struct ncclIbNetCommBase*)rc)->matchById, byId) << what;
+      EXPECT_EQ(((struct ncclIbRecvComm*)rc)->prepost, pre) << what;
+    }, &plan), "") << what << "\n" << LogCapture::all();
+    EXPECT_TRUE(LogCapture::contains(std::string("completions matched by ") + (byId ? "ID" : "index") +
+                                     ", receive work requests " + (pre ? "pre-posted" : "posted on demand")))
+        << what << LogCapture::all();
+    ib->finalize(ctx);
+    ctx = nullptr;
+    railnetIbResetDevices();
+  }
 }
 
 }  // namespace

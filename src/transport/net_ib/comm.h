@@ -87,6 +87,7 @@ struct ncclIbNetCommBase {
   int useInline;
   uint32_t maxInline;                  /* what the QPs were granted */
   int failed;                          /* an error completion was seen */
+  int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct ncclIbStats stats;
   struct ncclIbRequest reqs[NET_IB_MAX_REQUESTS];
 };
@@ -119,6 +120,10 @@ struct ncclIbRecvComm {
   struct ncclIbRequest* recvReqs[NET_IB_MAX_REQUESTS];
   int flushEnabled;
   int flushBuf[16];                    /* where the flush reads go */
+  /* NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS=1: receive WRs are kept posted (matching.c);
+   * matched by index, qpNextId[q] is the id of the next message QP q completes */
+  int prepost;
+  uint64_t qpNextId[NCCL_IB_MAX_QPS];
 };
 
 #ifdef __cplusplus

@@ -30,6 +30,9 @@ extern "C" {
 #define RAILNET_IB_HANDLE_GIDS 2
 #define RAILNET_IB_META_MAGIC 0x7261696c4d455441ULL   /* "railMETA" */
 #define RAILNET_IB_META_VERSION 1
+/* ncclIbDevInfo.flags of the receiver's first device: it matches receives by the request id
+ * the sender puts in the immediate (the sizes then travel in the sizes records) */
+#define RAILNET_IB_FLAG_MATCH_BY_ID 0x1
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
@@ -57,7 +60,7 @@ struct ncclIbDevInfo {
   uint8_t ibPort;
   uint8_t linkLayer;
   uint8_t mtu;                         /* enum ibv_mtu */
-  uint8_t pad;
+  uint8_t flags;                       /* receiver, devs[0]: RAILNET_IB_FLAG_* (0 from older peers) */
   int32_t gidIndex;
   union ibv_gid gid;
   uint32_t fifoRkey;                   /* sender: its fifo; receiver: its sizes records */
