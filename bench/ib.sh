@@ -29,6 +29,10 @@
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
 #   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
 #                                acknowledgements, over a run of 2N round trips minus one of N)
+#   railnet_failover_cost  SIZE  ITERS  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
+# The last: what NCCL_IB_RESILIENCY_PORT_FAILOVER=1 costs when nothing fails (1 MiB, two
+# alternating runs each; today it means ID-based matching and pre-posted receives: railnet
+# has no failover yet; target: a ratio of 1, no measurable loss).
 # Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -101,6 +105,27 @@ perftest_lat() { "$HERE/softroce-perftest.sh" --in-vm lat 8 "$1"; }
 railnet_lat() { pair --lat -s 8 --warmup 20 -n "$1"; }
 peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --warmup 20 -n "$1"; }
 
+# failover_cost MIB TSV: 1 MiB bandwidth with NCCL_IB_RESILIENCY_PORT_FAILOVER=0 and =1,
+# alternating (0 1 0 1) so that drift hits both alike; the ratio of the means.
+failover_cost() {
+  local mib=$1 tsv=$2 size=1048576 iters f r row avg sum0=0 sum1=0
+  iters=$(( (mib << 20) / size )); [ $iters -lt 8 ] && iters=8
+  for r in 1 2; do
+    for f in 0 1; do
+      export NCCL_IB_RESILIENCY_PORT_FAILOVER=$f
+      row=$(pair --bw -s "$size" -n "$iters" --warmup 2 --window 4) || { unset NCCL_IB_RESILIENCY_PORT_FAILOVER; return 1; }
+      IFS=, read -r _ _ _ _ avg _ <<<"$row"
+      if [ "$f" = 0 ]; then sum0=$(awk -v a="$sum0" -v b="$avg" 'BEGIN { print a + b }')
+      else sum1=$(awk -v a="$sum1" -v b="$avg" 'BEGIN { print a + b }'); fi
+    done
+  done
+  unset NCCL_IB_RESILIENCY_PORT_FAILOVER
+  read -r off on ratio <<<"$(awk -v a="$sum0" -v b="$sum1" 'BEGIN { r = "n/a"; if (a > 0) r = sprintf("%.2f", b / a); printf "%.2f %.2f %s", a / 2, b / 2, r }')"
+  printf '  %-10s %8d %8d  failover off %.2f MB/s, on %.2f MB/s (nothing fails): ratio on/off %s\n' \
+    failover "$size" "$iters" "$off" "$on" "$ratio"
+  printf 'railnet_failover_cost\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$off" "$on" "$ratio" >>"$tsv"
+}
+
 in_vm() {
   local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
   local pt=$SOFTROCE_OUT/perftest.tsv r
@@ -148,6 +173,7 @@ in_vm() {
   if [ "$rounds" -gt 1 ]; then
     "$HERE/softroce-perftest.sh" --in-vm lat 8 "$latIters" >/dev/null 2>&1 || status=1
   fi
+  failover_cost "$mib" "$tsv" || status=1
   row=$(pair --lat -s 8 -n "$latIters" --warmup 20) || return 1
   IFS=, read -r _ _ _ _ _ typ avg _ <<<"$row"
   read -r rtyp ravg <<<"$(awk -F'\t' '$1 == "ib_write_lat" && $2 == 8 { t = $6; a = $7 } END { print t, a }' "$pt" 2>/dev/null)"

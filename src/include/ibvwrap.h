@@ -69,6 +69,7 @@ struct railnetIbvSymbols {
                       struct ibv_gid_entry* entry, uint32_t flags, size_t entry_size);  /* IBVERBS_1.11 */
   ssize_t (*query_gid_table)(struct ibv_context* context, struct ibv_gid_entry* entries,
                              size_t max_entries, uint32_t flags, size_t entry_size);    /* IBVERBS_1.11 */
+  int (*query_port_speed)(struct ibv_context* context, uint32_t port_num, uint64_t* speed); /* IBVERBS_1.16 */
 };
 
 /* The table the wrappers call through (all NULL until wrap_ibv_symbols succeeds). */
@@ -94,6 +95,9 @@ ncclResult_t wrap_ibv_get_async_event(struct ibv_context* context, struct ibv_as
 ncclResult_t wrap_ibv_ack_async_event(struct ibv_async_event* event);
 ncclResult_t wrap_ibv_query_device(struct ibv_context* context, struct ibv_device_attr* device_attr);
 ncclResult_t wrap_ibv_query_port(struct ibv_context* context, uint8_t port_num, struct ibv_port_attr* port_attr);
+/* The port's speed in units of 100 Mb/s (NCCL_IB_QUERY_PORT_SPEED=1 and libibverbs with the
+ * verb); ncclSystemError without a WARN otherwise, the caller then computes it. */
+ncclResult_t wrap_ibv_query_port_speed(struct ibv_context* context, uint8_t port_num, uint64_t* speed);
 ncclResult_t wrap_ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid);
 ncclResult_t wrap_ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask,
                                struct ibv_qp_init_attr* init_attr);

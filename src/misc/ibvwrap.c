@@ -12,7 +12,7 @@
 #include <time.h>
 #include "param.h"
 
-enum { P_RETRY_ALL, P_RETRY_CNT, P_RETRY_SLEEP, P_IBVERBS_LIB };
+enum { P_RETRY_ALL, P_RETRY_CNT, P_RETRY_SLEEP, P_IBVERBS_LIB, P_QUERY_PORT_SPEED };
 static const railnetParam ibvParams[] = {
     [P_RETRY_ALL] = RAILNET_PARAM_INT_DEF("NCCL_IB_MQP_RETRY_ALL", 0, 0, 1,
                                           "Retry ibv_modify_qp on any error, not only ETIMEDOUT"),
@@ -22,6 +22,9 @@ static const railnetParam ibvParams[] = {
                                             "Sleep before ibv_modify_qp retry n is n times this (ms)"),
     [P_IBVERBS_LIB] = RAILNET_PARAM_STR_DEF("NCCL_IBVERBS_LIB", NULL,
                                             "libibverbs to load before libibverbs.so / libibverbs.so.1"),
+    [P_QUERY_PORT_SPEED] = RAILNET_PARAM_INT_DEF("NCCL_IB_QUERY_PORT_SPEED", 1, 0, 1,
+                                                 "Port speed from ibv_query_port_speed where libibverbs has it, "
+                                                 "else from the port's rate and width"),
 };
 RAILNET_PARAM_TABLE("ibvwrap", ibvParams);
 
@@ -72,6 +75,7 @@ static const struct {
     {"ibv_set_ece", "IBVERBS_1.10", SYM_OFF(set_ece), "ECE"},
     {"_ibv_query_gid_ex", "IBVERBS_1.11", SYM_OFF(query_gid_ex), "GID types without sysfs"},
     {"_ibv_query_gid_table", "IBVERBS_1.11", SYM_OFF(query_gid_table), "GID types without sysfs"},
+    {"ibv_query_port_speed", "IBVERBS_1.16", SYM_OFF(query_port_speed), "port speed beyond XDR"},
 };
 
 static void appendStr(char* buf, size_t len, const char* sep, const char* s) {
@@ -367,6 +371,16 @@ ncclResult_t wrap_ibv_query_port(struct ibv_context* context, uint8_t port_num, 
   }
   memset(port_attr, 0, sizeof(*port_attr));
   IBV_INT_CHECK_RET_ERRNO(query_port, query_port(context, port_num, port_attr), 0, "ibv_query_port");
+}
+
+ncclResult_t wrap_ibv_query_port_speed(struct ibv_context* context, uint8_t port_num, uint64_t* speed) {
+  if (!railnetParamInt(&ibvParams[P_QUERY_PORT_SPEED]) || railnetIbv.query_port_speed == NULL) return ncclSystemError;
+  errno = 0;
+  int ret = railnetIbv.query_port_speed(context, port_num, speed);
+  if (ret == 0) return ncclSuccess;
+  INFO(NCCL_NET, "NET/IB : ibv_query_port_speed on port %d failed: %s; the speed comes from the port's rate and "
+       "width", port_num, strerror(ret > 0 ? ret : errno));
+  return ncclSystemError;
 }
 
 ncclResult_t wrap_ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {

@@ -413,6 +413,58 @@ TEST_F(IbFaultMatrix, LinkDownForGood) {
   faultMatrixRow("ib", "link down for good", "test() fails: status, peer and port DOWN in the WARN", secs);
 }
 
+// A fused comm (rxe0+rxe1 on both sides) whose rxe0 link goes down for good, with port
+// failover off (NCCL's default) and asked for: this railnet has no failover yet, so both end
+// as today, test() failing within the bound with the WARN that names the peer and the port;
+// asked for, one INFO says failover is not available, and its forced ID-based matching and
+// pre-posted receives fail as cleanly.
+class IbFusedLinkDown : public IbFaultMatrix, public ::testing::WithParamInterface<int> {};
+
+TEST_P(IbFusedLinkDown, FailsBoundedWithThePeerAndPort) {
+  std::string why = vethOrWhy();
+  if (!why.empty()) RAILNET_SKIP(why);
+  int failover = GetParam();
+  env.set("NCCL_IB_TIMEOUT", "12");
+  env.set("NCCL_IB_RETRY_CNT", "2");
+  env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", failover ? "1" : "0");
+  LogCapture cap;
+  init();
+  int d = -1;
+  ASSERT_EQ(ibFuseFirstTwoDevices(&d), ncclSuccess);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_EQ(ib->listen(ctx, d, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, d, handle, lc, &sc, &rc, 60000)) << LogCapture::all();
+  ib->closeListen(lc);
+  Pipe p(ib, sc, rc, 1 << 20);
+  ASSERT_TRUE(p.reg());
+  long long downAt = 0;
+  std::string err = pump(p, 8, 40, netNowNs() + 30000000000LL, [&](int k) {
+    if (k != 3) return;
+    ASSERT_TRUE(sh("ip link set veth0 down"));
+    downAt = netNowNs();
+  });
+  double secs = (netNowNs() - downAt) / 1e9;
+  EXPECT_EQ(softroceLinkUp("veth0"), 0);
+  EXPECT_NE(err, "") << "the transfer completed across a link that was down";
+  EXPECT_LT(secs, 20.0) << err;
+  EXPECT_TRUE(LogCapture::contains("is DOWN now (its link went down)", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("198.18.0.", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_EQ(LogCapture::contains("port failover is not available in this railnet yet", NCCL_LOG_INFO), failover == 1)
+      << LogCapture::all();
+  if (failover) {
+    EXPECT_TRUE(LogCapture::contains("completions matched by ID, receive work requests pre-posted"))
+        << LogCapture::all();
+  }
+  printf("fused link down, failover=%d: %s after %.1f s\n", failover, err.c_str(), secs);
+  p.close();
+  EXPECT_TRUE(waitPortsActive());
+  faultMatrixRow("ib", failover ? "fused, one link down, failover=1 (not available yet)" : "fused, one link down, failover=0",
+                 "test() fails: status, peer and port DOWN in the WARN", secs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Failover, IbFusedLinkDown, ::testing::Values(0, 1));
+
 // 1,000 connections of garbage (or nothing) to the IB listen port while a real connection
 // is made on it and moves data: the real one gets correct data, the listener survives.
 TEST_F(IbFaultMatrix, ListenPortFloodedWithGarbage) {

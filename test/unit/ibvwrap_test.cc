@@ -690,8 +690,9 @@ TEST_F(IbvLoadTest, OptionalVerbsMissingTurnFeaturesOffWithOneInfo) {
   EXPECT_EQ(t.query_ece, nullptr);
   EXPECT_EQ(countLines("lacks"), 1) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("lacks ibv_reg_mr_iova2, ibv_reg_dmabuf_mr, ibv_query_ece, ibv_set_ece, "
-                                   "_ibv_query_gid_ex, _ibv_query_gid_table (rdma-core too old): PCI relaxed "
-                                   "ordering, DMA-BUF, ECE, GID types without sysfs off",
+                                   "_ibv_query_gid_ex, _ibv_query_gid_table, ibv_query_port_speed (rdma-core too "
+                                   "old): PCI relaxed ordering, DMA-BUF, ECE, GID types without sysfs, port speed "
+                                   "beyond XDR off",
                                    NCCL_LOG_INFO))
       << LogCapture::all();
   EXPECT_EQ(countLines("", NCCL_LOG_WARN), 0);

@@ -185,6 +185,22 @@ TEST(RailnetDiag, ParamsShowValueAndSource) {
           << railnetParamTableAt(t)->params[i].name;
     }
   EXPECT_GT(total, 10);
+  // ... and among them every variable of NCCL 2.30's two transports (test/data/nccl-env-vars.txt).
+  std::string list = readFile("test/data/nccl-env-vars.txt");
+  if (list.empty()) list = readFile(buildLibDir() + "/../../test/data/nccl-env-vars.txt");
+  ASSERT_FALSE(list.empty()) << "test/data/nccl-env-vars.txt not found (run from the repository root)";
+  std::istringstream names(list);
+  std::string name;
+  int listed = 0, wanted = 0;
+  while (std::getline(names, name)) {
+    if (name.empty() || name[0] == '#') continue;
+    wanted++;
+    bool found = !linesWith(r.out, "  " + name + " ").empty();
+    listed += found;
+    EXPECT_TRUE(found) << name << " is not in railnet-diag --params";
+  }
+  EXPECT_EQ(wanted, 60);
+  EXPECT_EQ(listed, wanted) << listed << "/" << wanted << " NCCL transport variables listed";
 
   // A malformed value is a problem with its fix.
   r = sh("HOME=" + d.path() + " NCCL_SOCKET_NTHREADS=lots " + diag() + " --params");

@@ -91,6 +91,7 @@ struct ncclIbNetCommBase {
   int useInline;
   uint32_t maxInline;                  /* what the QPs were granted */
   int failed;                          /* an error completion was seen */
+  int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct ncclIbStats stats;
   int maxReqs;                         /* NET_IB_MAX_REQUESTS (send) or NET_IB_RECV_REQUESTS */
   int sqDepth;                         /* work requests the send queue of each QP takes */
@@ -127,6 +128,10 @@ struct ncclIbRecvComm {
   struct ncclIbRequest* recvReqs[RAILNET_IB_FIFO_SLOTS];
   int flushEnabled;
   int flushBuf[16];                    /* where the flush reads go */
+  /* NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS=1: receive WRs are kept posted (matching.c);
+   * matched by index, qpNextId[q] is the id of the next message QP q completes */
+  int prepost;
+  uint64_t qpNextId[NCCL_IB_MAX_QPS];
 };
 
 #ifdef __cplusplus

@@ -20,6 +20,7 @@
 #include "conn_stage.h"
 #include "devices.h"
 #include "qp.h"
+#include "routing.h"
 #include "wire.h"
 
 enum ibStageState {
@@ -79,6 +80,7 @@ ncclResult_t ncclIbListen(void* ctx, int dev, void* opaqueHandle, void** listenC
   }
   handle->handleMagic = RAILNET_IB_HANDLE_MAGIC;
   handle->socketMagic = railnetSocketMagic();
+  railnetIbListenGids(dev, handle->listenGids);
   *listenComm = lc;
   return ncclSuccess;
 }
@@ -99,6 +101,8 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     struct ncclIbHandle hc;
     memcpy(&hc, opaqueHandle, sizeof(hc));
     NCCLCHECK(railnetIbCheckHandle(&hc));
+    dev = railnetIbSubnetRoute(dev, hc.listenGids, RAILNET_IB_HANDLE_GIDS,
+                               ncclSocketToString(&hc.connectAddr, peer, 1));
     NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB connect state"));
     memcpy(&st->handle, &hc, sizeof(st->handle));
     res = railnetIbCommAlloc(1, &st->comm);
@@ -139,6 +143,7 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     if (st->offset < (int)sizeof(st->remote)) return ncclSuccess;
     railnetIbPeerStr(base, peer);
     NCCLCHECKGOTO(railnetIbCheckMetadata(&st->remote, peer, base->nqps), res, fail);
+    railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
     NCCLCHECKGOTO(railnetIbSendCommConnect(comm, &st->local, &st->remote, peer), res, fail);
     st->link.state = STAGE_SEND_READY;
     st->offset = 0;
@@ -229,11 +234,13 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         continue;
       }
-      r = railnetIbRecvCommSetup(lc->dev, comm, &st->remote, &st->local, peer);
+      r = railnetIbRecvCommSetup(railnetIbSubnetRouteMeta(lc->dev, &st->remote, peer), comm, &st->remote,
+                                 &st->local, peer);
       if (r != ncclSuccess) {
         acceptDrop(lc);
         return r;
       }
+      railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
       st->link.state = STAGE_SEND_META;
       st->offset = 0;
     }

@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include "discovery.h"
 #include "async.h"
+#include "caps.h"
+#include "matching.h"
 #include "devices.h"
 #include "gdr.h"
 #include "gid.h"
@@ -237,7 +239,10 @@ static ncclResult_t ibAddDevice(struct ibv_device* device, int index, const stru
     dev->portAttr = portAttr;
     dev->portNum = (uint8_t)port;
     dev->link = portAttr.link_layer;
-    dev->speed = railnetIbPortSpeed(portAttr.active_speed, 0, portAttr.active_width);
+    uint64_t qSpeed = 0;
+    dev->speed = wrap_ibv_query_port_speed(context, (uint8_t)port, &qSpeed) == ncclSuccess && qSpeed > 0
+                     ? (int)(qSpeed * 100)
+                     : railnetIbPortSpeed(portAttr.active_speed, 0, portAttr.active_width);
     dev->context = context;
     dev->ownsContext = nPorts == 0;
     snprintf(dev->devName, sizeof(dev->devName), "%s", name);
@@ -334,6 +339,8 @@ ncclResult_t railnetIbDiscoverLocked(void) {
     NCCLCHECKGOTO(railnetIbMakeVDeviceLocked(&vDev, &vProps), res, fail);
   }
   for (int d = 0; d < ncclNIbDevs; d++) ibLogGid(&ncclIbDevs[d]);
+  if (ncclNIbDevs > 0) railnetIbMatchingReport();
+  railnetIbReportProviderCaps();
   if (ncclNIbDevs > 0) {
     char addr[SOCKET_NAME_MAXLEN + 1];
     INFO(NCCL_INIT | NCCL_NET, "NET/IB : Using%s %s; OOB %s:%s", line, ncclIbRelaxedOrderingEnabled ? "[RO]" : "",

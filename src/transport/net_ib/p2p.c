@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "devices.h"
 #include "ibvwrap.h"
+#include "matching.h"
 #include "qp.h"
 #include "reg.h"
 #include "wire.h"
@@ -96,8 +97,10 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     chunk[r] = DIVUP(DIVUP(reqs[r]->send.size, (size_t)per), IB_WRITE_CHUNK_ALIGNMENT) * IB_WRITE_CHUNK_ALIGNMENT;
     offset[r] = 0;
   }
-  int separateImm = nreqs > 1 || (comm->ar && (int64_t)reqs[0]->send.size > ncclIbArThreshold);
-  uint32_t imm = (uint32_t)reqs[0]->send.size;
+  /* matched by id (matching.h): the immediate is the id, every message writes its sizes */
+  int sizesRecord = nreqs > 1 || base->matchById;
+  int separateImm = sizesRecord || (comm->ar && (int64_t)reqs[0]->send.size > ncclIbArThreshold);
+  uint32_t imm = base->matchById ? (uint32_t)reqs[0]->id : (uint32_t)reqs[0]->send.size;
   for (int i = 0; i < per; i++) {
     struct ncclIbQp* qp = qpForRequest(base, reqs[0]->id, i);
     int d = qp->devIndex;
@@ -120,7 +123,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     struct ibv_send_wr* last = &wrs[nreqs - 1];
     if (separateImm) {
       last = &wrs[nreqs];
-      if (nreqs > 1) {
+      if (sizesRecord) {
         sges[nreqs].addr = (uintptr_t)comm->sizes[slot];
         sges[nreqs].length = (uint32_t)(nreqs * sizeof(int));
         sges[nreqs].lkey = base->devs[d].localMr->lkey;
@@ -146,12 +149,13 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
 }
 
 /* The work requests per QP the writes of the current slot take (multiSend's: a write per
- * buffer, and a separate write with immediate for a multi-receive or an adaptive-routing
- * message), and whether every QP they go to has room for them now. */
+ * buffer, and a separate write with immediate for a multi-receive, a comm matched by id or
+ * an adaptive-routing message), and whether every QP they go to has room for them now. */
 static int slotFits(struct ncclIbSendComm* comm, int nreqs, size_t lastSize, int* wrs) {
   struct ncclIbNetCommBase* base = &comm->base;
   size_t size0 = nreqs == 1 ? lastSize : 0;
-  *wrs = nreqs + (nreqs > 1 || (comm->ar && (int64_t)size0 > ncclIbArThreshold));
+  /* as multiSend decides: a sizes record (a multi-receive, or matching by id) or adaptive routing */
+  *wrs = nreqs + (nreqs > 1 || base->matchById || (comm->ar && (int64_t)size0 > ncclIbArThreshold));
   for (int i = 0; i < nqpsPerRequest(base); i++)
     if (qpForRequest(base, base->fifoHead, i)->sqPosted + *wrs > base->sqDepth) return 0;
   return 1;
@@ -268,7 +272,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   for (int i = 0; i < nqpsPerRequest(base); i++) {
     struct ncclIbQp* qp = qpForRequest(base, req->id, i);
     struct ibv_recv_wr* bad = NULL;
-    NCCLCHECKGOTO(wrap_ibv_post_recv(qp->qp, &wr, &bad), res, fail);
+    if (!comm->prepost) NCCLCHECKGOTO(wrap_ibv_post_recv(qp->qp, &wr, &bad), res, fail);
     req->events[qp->devIndex]++;
   }
   struct ncclIbSendFifo* elems = comm->elems[slot];
@@ -462,13 +466,9 @@ static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struc
       return ncclSuccess;
     }
     case IBV_WC_RECV_RDMA_WITH_IMM: {
-      struct ncclIbRequest* r = id < RAILNET_IB_FIFO_SLOTS ? comm->recvReqs[id] : NULL;
-      if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
-        WARN("NET/IB : data completion for slot %llu without a receive request (qp %u)", (unsigned long long)id,
-             wc->qp_num);
-        return ncclInternalError;
-      }
-      if (r->nreqs == 1) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
+      struct ncclIbRequest* r = NULL;
+      NCCLCHECK(railnetIbRecvMatch(comm, d, wc, &r));
+      if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
       r->events[d]--;
       return ncclSuccess;
     }

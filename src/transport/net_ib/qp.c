@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "qp.h"
+#include "matching.h"
 #include "devices.h"
 #include "gdr.h"
 #include "gid.h"
@@ -230,6 +231,7 @@ static void fillDevInfo(struct ncclIbNetCommBase* base, int i, struct ncclIbDevI
   d->gidIndex = cd->gidIndex;
   d->gid = cd->gid;
   d->fifoRkey = rkey;
+  d->physDev = (uint32_t)cd->ibDevN + 1;
 }
 
 /* Traffic class and service level of a connection (the connector decides). The comm
@@ -336,6 +338,7 @@ ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct 
   snprintf(base->remDevName, sizeof(base->remDevName), "%.*s", (int)sizeof(remote->devName) - 1, remote->devName);
   comm->remSizesAddr = remote->fifoAddr;
   for (int i = 0; i < remote->ndevs; i++) comm->remSizesRkeys[i] = remote->devs[i].fifoRkey;
+  railnetIbSendModeSetup(comm, remote);
   return connectQps(base, remote, local->tc, local->tc, local->sl, NULL);
 }
 
@@ -355,6 +358,7 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
   int ctsTc = (ncclIbDevs[base->devs[0].ibDevN].link == IBV_LINK_LAYER_ETHERNET && fifoTc != -1) ? (int)fifoTc
                                                                                                  : rem->tc;
   NCCLCHECK(connectQps(base, rem, rem->tc, ctsTc, rem->sl, meta));
+  NCCLCHECK(railnetIbRecvModeSetup(comm, meta, peer));
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, sizeof(comm->sizes),

@@ -26,12 +26,16 @@ extern "C" {
 #define MAX_MERGED_DEV_NAME ((MAXNAMESIZE * NCCL_IB_MAX_DEVS_PER_NIC) + NCCL_IB_MAX_DEVS_PER_NIC)
 #define NCCL_NET_IB_MAX_RECVS 8
 #define NCCL_IB_MAX_QPS 128
-#define RAILNET_IB_HANDLE_MAGIC 0x7261696c4e494231ULL /* "railNIB1" */
+#define RAILNET_IB_HANDLE_MAGIC 0x7261696c4e494232ULL /* "railNIB2": listenGids added */
+#define RAILNET_IB_HANDLE_GIDS 2
 #define RAILNET_IB_META_MAGIC 0x7261696c4d455441ULL   /* "railMETA" */
 #define RAILNET_IB_META_VERSION 2
 /* Slots of the sender's fifo (and of the receiver's sizes records): one per irecv in flight,
  * at most NCCL_NET_MAX_REQUESTS of them per comm (NCCL's limit). Version 1 had 256. */
 #define RAILNET_IB_FIFO_SLOTS NCCL_NET_MAX_REQUESTS
+/* ncclIbDevInfo.flags of the receiver's first device: it matches receives by the request id
+ * the sender puts in the immediate (the sizes then travel in the sizes records) */
+#define RAILNET_IB_FLAG_MATCH_BY_ID 0x1
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
@@ -39,6 +43,8 @@ struct ncclIbHandle {
   uint64_t handleMagic;                /* RAILNET_IB_HANDLE_MAGIC */
   union ncclSocketAddress connectAddr; /* the listener */
   uint64_t socketMagic;                /* the listener's ncclSocket magic */
+  /* NCCL_IB_SUBNET_AWARE_ROUTING: the GIDs of the listener's RoCE ports (zero: none) */
+  union ibv_gid listenGids[RAILNET_IB_HANDLE_GIDS];
 };
 
 /* Clear-to-send entry: the receiver RDMA-writes one per buffer into the sender's fifo. */
@@ -57,11 +63,11 @@ struct ncclIbDevInfo {
   uint8_t ibPort;
   uint8_t linkLayer;
   uint8_t mtu;                         /* enum ibv_mtu */
-  uint8_t pad;
+  uint8_t flags;                       /* receiver, devs[0]: RAILNET_IB_FLAG_* (0 from older peers) */
   int32_t gidIndex;
   union ibv_gid gid;
   uint32_t fifoRkey;                   /* sender: its fifo; receiver: its sizes records */
-  uint32_t pad2;
+  uint32_t physDev;                    /* the sender's physical device index + 1 (0: not told) */
 };
 
 struct ncclIbQpInfo {
@@ -88,6 +94,7 @@ struct ncclIbConnectionMetadata {
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct ncclIbHandle) <= NCCL_NET_HANDLE_MAXSIZE, "the IB handle must fit NCCL's handle");
+_Static_assert(offsetof(struct ncclIbHandle, listenGids) == 48, "the IB handle: railNIB2 layout");
 _Static_assert(sizeof(struct ncclIbSendFifo) == 64, "clear-to-send entry: version 1 layout");
 _Static_assert(offsetof(struct ncclIbSendFifo, idx) == 56, "clear-to-send entry: version 1 layout");
 _Static_assert(sizeof(struct ncclIbDevInfo) == 40, "connection metadata (device): version 1 layout");

@@ -1,0 +1,54 @@
+/*
+ * The resiliency variables (resiliency.h). Times are milliseconds, as in NCCL.
+ */
+#include "resiliency.h"
+#include "debug.h"
+#include "param.h"
+
+enum {
+  P_FAILOVER, P_FAILOVER_MAX_ATTEMPTS, P_FAILOVER_PROBE_DELAY,
+  P_RECOVERY, P_RECOVERY_START_DELAY, P_RECOVERY_ATTEMPTS_MAX, P_ALIVE_BATCH_INTERVAL, P_ALIVE_BATCH_SIZE,
+  P_ALIVE_SEQUENCE_SIZE, P_ALIVE_TIMEOUT, P_ACK_TIMEOUT
+};
+#define MS_MAX 3600000
+static const railnetParam resiliencyParams[] = {
+    [P_FAILOVER] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_FAILOVER", 0, 0, 1,
+                                         "1: a fused device that loses a port keeps the comm on its other ports "
+                                         "(railnet: not available yet, the comm fails as with 0)"),
+    [P_FAILOVER_MAX_ATTEMPTS] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", 1, 0, 128,
+                                                      "Port failures a comm survives before it fails"),
+    [P_FAILOVER_PROBE_DELAY] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", 10, 0, MS_MAX,
+                                                     "ms between probes of what the peer received after a port "
+                                                     "failure"),
+    [P_RECOVERY] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY", 0, 0, 1,
+                                         "1: a failed-over port that comes back is taken into use again "
+                                         "(railnet: not available yet)"),
+    [P_RECOVERY_START_DELAY] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", 200, 0, MS_MAX,
+                                                     "ms after a failover before recovery starts"),
+    [P_RECOVERY_ATTEMPTS_MAX] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", 5, 0, 1000,
+                                                      "Recovery attempts of a port before it stays failed"),
+    [P_ALIVE_BATCH_INTERVAL] = RAILNET_PARAM_INT_DEF(
+        "NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", 500, 0, MS_MAX,
+        "ms between batches of alive messages on a recovering port"),
+    [P_ALIVE_BATCH_SIZE] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_SIZE", 5, 1, 1000,
+                                                 "Alive messages per batch on a recovering port"),
+    [P_ALIVE_SEQUENCE_SIZE] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", 5, 1,
+                                                    1000, "Batches that must arrive before a port counts as back"),
+    [P_ALIVE_TIMEOUT] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_TIMEOUT", 4000, 0, MS_MAX,
+                                              "ms without an alive message before a recovery attempt fails"),
+    [P_ACK_TIMEOUT] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT", 5000, 0, MS_MAX,
+                                            "ms the peer has to acknowledge a recovered port"),
+};
+RAILNET_PARAM_TABLE("net_ib/resiliency", resiliencyParams);
+
+int railnetIbParamPortFailover(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER]); }
+int railnetIbParamPortRecovery(void) { return (int)railnetParamInt(&resiliencyParams[P_RECOVERY]); }
+
+void railnetIbResiliencyReport(void) {
+  if (railnetIbParamPortFailover())
+    INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_FAILOVER=1: port failover is not available in this "
+         "railnet yet; a comm whose port fails ends with an error as with NCCL_IB_RESILIENCY_PORT_FAILOVER=0");
+  if (railnetIbParamPortRecovery())
+    INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_RECOVERY=1: port recovery is not available in this "
+         "railnet yet (it needs port failover)");
+}

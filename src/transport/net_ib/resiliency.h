@@ -1,0 +1,25 @@
+/*
+ * NCCL 2.30's IB resiliency knobs (p2p_resiliency.cc, p2p_resiliency_recovery.cc): port
+ * failover of a fused device (a member's port lost: its QPs replaced on the others, the
+ * in-flight messages replayed) and port recovery (the member taken back when its port
+ * returns). Declared here with NCCL's names, defaults and ranges. This railnet does not fail
+ * over yet: with NCCL_IB_RESILIENCY_PORT_FAILOVER=1 a comm still fails on the first error
+ * completion, and one INFO says so.
+ */
+#ifndef RAILNET_NET_IB_RESILIENCY_H
+#define RAILNET_NET_IB_RESILIENCY_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* NCCL_IB_RESILIENCY_PORT_FAILOVER / _PORT_RECOVERY as set. */
+int railnetIbParamPortFailover(void);
+int railnetIbParamPortRecovery(void);
+/* At discovery: one INFO when failover or recovery is asked for (not available yet). */
+void railnetIbResiliencyReport(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
