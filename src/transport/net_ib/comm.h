@@ -58,6 +58,7 @@ struct ncclIbRequest {
   int events[NCCL_IB_MAX_DEVS_PER_NIC];
   uint64_t id;                         /* fifo position */
   int nreqs;
+  void* phandle;                       /* isend's profiler parent (NULL: none) */
   union {
     struct {
       size_t size;
@@ -95,6 +96,8 @@ struct ncclIbNetCommBase {
   struct ncclIbStats stats;
   int maxReqs;                         /* NET_IB_MAX_REQUESTS (send) or NET_IB_RECV_REQUESTS */
   int sqDepth;                         /* work requests the send queue of each QP takes */
+  ncclProfilerCallback_t prof;         /* NCCL's profiler callback, from init (NULL: none; prof.h) */
+  struct railnetIbProfList* profEvents; /* the profiler events running (made at the first) */
   struct ncclIbRequest* reqChunks[NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK]; /* request i: chunk i / CHUNK */
 };
 

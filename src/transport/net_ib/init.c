@@ -16,6 +16,7 @@
 #include "properties.h"
 #include "reg.h"
 #include "testing.h"
+#include "net_prof.h"
 
 enum { P_DISABLE };
 static const railnetParam ibParams[] = {
@@ -67,8 +68,8 @@ ncclResult_t ncclIbFinalizeDevices(void) {
 static ncclResult_t ibInit(void** ctx, uint64_t commId, ncclNetCommConfig_t* config, ncclDebugLogger_t logger,
                            ncclProfilerCallback_t prof) {
   (void)commId;
-  (void)prof;
   NCCLCHECK(ncclIbInitDevices(logger));
+  railnetProfSet(RAILNET_PROF_IB, prof);
   ncclResult_t res = railnetConnCtxCreate(config, "an IB context", ctx);
   if (res != ncclSuccess) ncclIbFinalizeDevices();
   return res;

@@ -23,6 +23,7 @@
 #include "qp.h"
 #include "reg.h"
 #include "wire.h"
+#include "prof.h"
 
 #define IB_WRITE_CHUNK_ALIGNMENT 128
 #define DIVUP(x, y) (((x) + (y)-1) / (y))
@@ -144,6 +145,9 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     struct ibv_send_wr* bad = NULL;
     NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
     qp->sqPosted += comm->slotWrs[slot];
+    for (int r = 0; base->prof && r < nreqs; r++)
+      NCCLCHECK(railnetIbProfStart(base, reqs[r], reqs[r]->phandle, (int)(qp - base->qps), wrs[r].opcode,
+                                   sges[r].length));
   }
   return ncclSuccess;
 }
@@ -163,7 +167,6 @@ static int slotFits(struct ncclIbSendComm* comm, int nreqs, size_t lastSize, int
 
 ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                          void** request) {
-  (void)phandle;
   struct ncclIbSendComm* comm = (struct ncclIbSendComm*)sendComm;
   if (request == NULL) return ncclInvalidArgument;
   *request = NULL;
@@ -198,6 +201,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   req->nreqs = nreqs;
   req->send.size = size;
   req->send.data = data;
+  req->phandle = phandle;
   for (int d = 0; d < base->vProps.ndevs; d++) req->send.lkeys[d] = mh->mrs[d]->lkey;
   for (int i = 0; i < nqpsPerRequest(base); i++) req->events[qpForRequest(base, req->id, i)->devIndex]++;
   comm->sizes[slot][r] = (int)size;
@@ -238,7 +242,6 @@ static ncclResult_t postFifo(struct ncclIbRecvComm* comm, struct ncclIbRequest* 
 
 ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                          void** phandles, void** request) {
-  (void)phandles;
   struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)recvComm;
   if (request == NULL) return ncclInvalidArgument;
   *request = NULL;
@@ -274,6 +277,8 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
     struct ibv_recv_wr* bad = NULL;
     if (!comm->prepost) NCCLCHECKGOTO(wrap_ibv_post_recv(qp->qp, &wr, &bad), res, fail);
     req->events[qp->devIndex]++;
+    for (int r = 0; base->prof && phandles && !comm->prepost && r < n; r++)
+      NCCLCHECKGOTO(railnetIbProfStart(base, req, phandles[r], (int)(qp - base->qps), IBV_WC_RECV, 0), res, fail);
   }
   struct ncclIbSendFifo* elems = comm->elems[slot];
   for (int i = 0; i < n; i++) {
@@ -449,6 +454,7 @@ static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struc
         return ncclInternalError;
       }
       r->events[d]--;
+      if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
     }
     return ncclSuccess;
   }
@@ -470,6 +476,7 @@ static ncclResult_t processWc(struct ncclIbNetCommBase* base, int d, const struc
       NCCLCHECK(railnetIbRecvMatch(comm, d, wc, &r));
       if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
       r->events[d]--;
+      if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
       return ncclSuccess;
     }
     default:
@@ -515,6 +522,7 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
         if (--sc->sendReqsCnt[slot] == 0) memset(sc->sendReqs[slot], 0, sizeof(sc->sendReqs[slot]));
       }
       *done = 1;
+      if (base->prof) railnetIbProfStop(base, r, -1);
       r->type = NCCL_NET_IB_REQ_UNUSED;
       return ncclSuccess;
     }

@@ -14,6 +14,8 @@
 #include "ibvwrap.h"
 #include "param.h"
 #include "reg.h"
+#include "net_prof.h"
+#include "prof.h"
 
 enum {
   P_TIMEOUT, P_RETRY_CNT, P_SL, P_TC, P_FIFO_TC, P_PKEY, P_QPS_PER_CONN, P_USE_INLINE, P_ECE, P_SPLIT,
@@ -184,6 +186,7 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
 
 void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   if (base == NULL) return;
+  railnetIbProfFree(base);
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp) wrap_ibv_destroy_qp(base->qps[q].qp);
   free(base->qps);
@@ -215,6 +218,7 @@ ncclResult_t railnetIbCommAlloc(int isSend, struct ncclIbNetCommBase** out) {
   /* the sender's writes: one per slot takes all the slots (a multi-receive or an
    * adaptive-routing message takes more and waits for room); the receiver's writes: see qpCreate */
   b->sqDepth = isSend ? RAILNET_IB_FIFO_SLOTS : 2 * RAILNET_IB_FIFO_SLOTS;
+  b->prof = railnetProfGet(RAILNET_PROF_IB);
   b->sock.fd = -1;
   b->sock.acceptFd = -1;
   *out = b;
