@@ -63,6 +63,20 @@ struct FakeSysfs {
 std::string diag() { return buildTool("railnet-diag"); }
 std::string perf() { return buildTool("railnet-perf"); }
 
+// A shell command that runs diagCmd (a --watch) with its output in dir, makes change once the
+// diag has taken its first sample, however late a loaded machine starts it, and ends with the
+// diag's output and exit status. The first sample is seen in the "watching" line (text) or
+// in the access time of probe, a counter file the sample reads (set far back first: with
+// relatime a read moves it); after 30 s the change is made anyway.
+std::string afterFirstSample(const std::string& diagCmd, const std::string& change, const std::string& dir,
+                             const std::string& probe) {
+  std::string out = dir + "/watch.out", rc = dir + "/watch.rc";
+  return "touch -a -d 2000-01-01 " + probe + "; (" + diagCmd + " >" + out + " 2>&1; echo $? >" + rc + ") & " +
+         "for i in $(seq 600); do grep -q watching " + out + " 2>/dev/null && break; " +
+         "[ \"$(stat -c %X " + probe + ")\" -gt 946771200 ] && break; sleep 0.05; done; " + change +
+         "; wait; cat " + out + "; exit $(cat " + rc + ")";
+}
+
 TEST(RailnetDiag, HelpDescribesEveryOption) {
   ToolRun r = sh(diag() + " --help");
   EXPECT_EQ(r.status, 0) << r.out;
@@ -254,7 +268,7 @@ TEST(RailnetDiag, WatchPrintsCounterGrowth) {
   fs.roce("mlx5_0");
   std::string ctr = fs.dir.write("class/infiniband/mlx5_0/ports/1/hw_counters/packet_seq_err", "7\n");
   fs.dir.write("class/infiniband/mlx5_0/ports/1/counters/symbol_error", "0\n");
-  ToolRun r = sh("(sleep 1; echo 12 > " + ctr + ") & " + fs.env() + diag() + " --watch 3; rc=$?; wait; exit $rc");
+  ToolRun r = sh(afterFirstSample(fs.env() + diag() + " --watch 3", "echo 12 > " + ctr, fs.dir.path(), ctr));
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "mlx5_0:1 packet_seq_err +5 (now 12)")) << r.out;
   auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 packet_seq_err grew by 5 in 3 s");
@@ -386,18 +400,20 @@ struct CongestionTree : FakeSysfs {
     for (auto& kv : all) set(kv.first, kv.second);
   }
   std::string set(const std::string& counter, int v) { return dir.write(hw + counter, std::to_string(v) + "\n"); }
-  // A shell command that sets the counters to these values after a second.
-  std::string later(const std::map<std::string, int>& values) {
-    std::string cmd = "(sleep 1";
+  // A shell command that sets the counters to these values.
+  std::string change(const std::map<std::string, int>& values) {
+    std::string cmd = "true";
     for (auto& kv : values) cmd += "; echo " + std::to_string(kv.second) + " > " + dir.path() + "/" + hw + kv.first;
-    return cmd + ") & ";
+    return cmd;
   }
 };
 
-// railnet-diag --watch 3 on t while the counters in grow change after a second.
+// railnet-diag --watch 3 on t while the counters in grow change after its first sample.
 std::string watch(CongestionTree& t, const std::map<std::string, int>& grow, const std::string& env = "",
                   const std::string& args = "") {
-  return t.later(grow) + t.env() + env + diag() + " --watch 3" + args + "; rc=$?; wait; exit $rc";
+  std::string cmd = t.env() + env + diag() + " --watch 3" + args;
+  if (grow.empty()) return cmd;
+  return afterFirstSample(cmd, t.change(grow), t.dir.path(), t.dir.path() + "/" + t.hw + grow.begin()->first);
 }
 
 TEST(RailnetDiag, CongestionSectionShowsTheCountersByKind) {
