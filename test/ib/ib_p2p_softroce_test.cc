@@ -76,12 +76,7 @@ std::string moveInProcess(void* sc, void* rc, const std::vector<size_t>& sizes, 
 
 class IbP2pTest : public IbTwoDevicesTest {
  protected:
-  void init() {
-    ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
-    int ndev = 0;
-    ASSERT_EQ(ib->devices(&ndev), ncclSuccess);
-    ASSERT_GE(ndev, 2);
-  }
+  void init() { initTwoDevices(); }
   // listen on device listenDev, connect from device connectDev, both ends in this process
   bool pairInProcess(int listenDev, int connectDev, char* handle, void** lc, void** sc, void** rc) {
     return ib->listen(ctx, listenDev, handle, lc) == ncclSuccess &&

@@ -24,12 +24,7 @@ const ncclNet_t* ib = &railnetNetIb;
 
 class IbRoutingSoftRoceTest : public IbTwoDevicesTest {
  protected:
-  void init() {
-    ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
-    int ndev = 0;
-    ASSERT_EQ(ib->devices(&ndev), ncclSuccess);
-    ASSERT_GE(ndev, 2);
-  }
+  void init() { initTwoDevices(); }
   // Listen on listenDev, connect from connectDev, move a few sizes; "" or what failed.
   std::string pairAndMove(int listenDev, int connectDev, int* sendVDev, int* recvVDev,
                           const std::function<void(void*, void*)>& check = nullptr, const NetPlan* given = nullptr) {

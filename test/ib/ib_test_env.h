@@ -73,6 +73,26 @@ struct SoftRoceHosts {
   }
 };
 
+// Fixture of the tools' tests on the tier's hosts: skips without the two devices or without
+// what run-vm.sh says of them; hosts and its fields name them.
+class SoftRoceHostsTest : public ::testing::Test {
+ protected:
+  ScopedEnv env;
+  SoftRoceHosts hosts;
+  std::vector<std::string>& devs = hosts.devs;
+  std::vector<std::string>& netdevs = hosts.netdevs;
+  std::vector<std::string>& addrs = hosts.addrs;
+  std::vector<std::string>& gidIdx = hosts.gidIdx;
+  void SetUp() override {
+    std::string why = ibTwoDevicesOrWhy(env);
+    if (!why.empty()) RAILNET_SKIP(why);
+    std::string missing = hosts.load();
+    if (!missing.empty()) RAILNET_SKIP(missing);
+    for (const char* v : {"NCCL_NET_PLUGIN", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "NCCL_CONF_FILE", "RAILNET_TRANSPORT"})
+      env.unset(v);
+  }
+};
+
 // The logger of a forked child: its WARNs on stderr, which the parent collects from a pipe.
 inline void ibChildLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
                           ...) {
@@ -97,6 +117,13 @@ class IbTwoDevicesTest : public ::testing::Test {
     std::string why = ibTwoDevicesOrWhy(env);
     if (!why.empty()) RAILNET_SKIP(why);
     railnetParamReset();
+  }
+  // init() of the IB transport into ctx, with at least the tier's two devices.
+  void initTwoDevices() {
+    ASSERT_EQ(railnetNetIb.init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
+    int ndev = 0;
+    ASSERT_EQ(railnetNetIb.devices(&ndev), ncclSuccess);
+    ASSERT_GE(ndev, 2);
   }
   void TearDown() override {
     if (ctx) railnetNetIb.finalize(ctx);

@@ -29,21 +29,8 @@ namespace {
 std::string diag() { return buildTool("railnet-diag"); }
 ToolRun sh(const std::string& cmd) { return shellRun(cmd); }
 
-class PairSoftRoce : public ::testing::Test {
+class PairSoftRoce : public SoftRoceHostsTest {
  protected:
-  ScopedEnv env;
-  SoftRoceHosts hosts;
-  std::vector<std::string>& devs = hosts.devs;
-  std::vector<std::string>& netdevs = hosts.netdevs;
-  std::vector<std::string>& addrs = hosts.addrs;
-  std::vector<std::string>& gidIdx = hosts.gidIdx;
-  void SetUp() override {
-    std::string why = ibTwoDevicesOrWhy(env);
-    if (!why.empty()) RAILNET_SKIP(why);
-    std::string missing = hosts.load();
-    if (!missing.empty()) RAILNET_SKIP(missing);
-    for (const char* v : {"NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "NCCL_CONF_FILE", "RAILNET_TRANSPORT"}) env.unset(v);
-  }
   // --serve on devs[0] in the background, --pair from devs[1]; the server's log in *srv.
   ToolRun pair(const std::string& clientEnv, const std::string& clientArgs, std::string* srv) {
     TempDir d;

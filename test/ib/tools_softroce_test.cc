@@ -40,23 +40,8 @@ std::string firstLine(const std::string& path) {
 const char* kRxeCounters[] = {"link_downed",        "rcvd_seq_err",           "completer_retry_err",
                               "retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"};
 
-class ToolsSoftRoce : public ::testing::Test {
+class ToolsSoftRoce : public SoftRoceHostsTest {
  protected:
-  ScopedEnv env;
-  SoftRoceHosts hosts;
-  std::vector<std::string>& devs = hosts.devs;
-  std::vector<std::string>& netdevs = hosts.netdevs;
-  std::vector<std::string>& addrs = hosts.addrs;
-  std::vector<std::string>& gidIdx = hosts.gidIdx;
-
-  void SetUp() override {
-    std::string why = ibTwoDevicesOrWhy(env);
-    if (!why.empty()) RAILNET_SKIP(why);
-    std::string missing = hosts.load();
-    if (!missing.empty()) RAILNET_SKIP(missing);
-    for (const char* v : {"NCCL_NET_PLUGIN", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "NCCL_CONF_FILE", "RAILNET_TRANSPORT"})
-      env.unset(v);
-  }
   std::string sysPort(size_t i) const { return "/sys/class/infiniband/" + devs[i] + "/ports/1/"; }
 
   // railnet-perf --server on device index srvDev, the client on cliDev, through a handle file.
