@@ -32,22 +32,29 @@ struct NetSocketProf : ::testing::Test {
     ASSERT_EQ(net()->listen(ctx, 0, handle, &lc), ncclSuccess);
     ASSERT_TRUE(netConnectPair(net(), ctx, 0, handle, lc, &sc, &rc));
   }
+  // Buffers live until the comms are closed (NCCL's rule): a failed or late message must not
+  // leave helper threads writing into freed memory.
+  std::vector<std::vector<char>> buffers;
   void TearDown() override {
     if (sc) net()->closeSend(sc);
     if (rc) net()->closeRecv(rc);
     if (lc) net()->closeListen(lc);
     if (ctx) net()->finalize(ctx);
+    buffers.clear();
   }
   // One message of size bytes, sent under sendPh and received under recvPh.
   void move(size_t size, void* sendPh, void* recvPh) {
-    std::vector<char> out(size + 1, 'x'), in(size + 1, 0);
+    buffers.emplace_back(size + 1, 'x');
+    buffers.emplace_back(size + 1, 0);
+    std::vector<char>& out = buffers[buffers.size() - 2];
+    std::vector<char>& in = buffers.back();
     void* sreq = nullptr;
     void* rreq = nullptr;
     size_t rsize = size;
     int tag = 7;
     void* rdata = in.data();
     void* mh = nullptr;
-    long long deadline = netNowNs() + 20000000000LL;
+    long long deadline = netNowNs() + 120000000000LL; /* valgrind (memcheck tier) is slow */
     while (rreq == nullptr && netNowNs() < deadline)
       ASSERT_EQ(net()->irecv(rc, 1, &rdata, &rsize, &tag, &mh, &recvPh, &rreq), ncclSuccess);
     while (sreq == nullptr && netNowNs() < deadline)
@@ -63,7 +70,7 @@ struct NetSocketProf : ::testing::Test {
         ASSERT_EQ(net()->test(rreq, &rdone, &n), ncclSuccess);
       }
     }
-    ASSERT_TRUE(sdone && rdone) << "message of " << size << " bytes did not complete in 20 s";
+    ASSERT_TRUE(sdone && rdone) << "message of " << size << " bytes did not complete in 120 s";
     EXPECT_EQ(n, (int)size);
   }
   // The events of one side of one message: well formed, on this comm's sockets, adding up.
