@@ -114,8 +114,8 @@ int railnetParamMalformed(const railnetParam* p) {
   return p->cache->malformed;
 }
 
-/* A name that no table declares is a railnet bug: say so once per name (well, per call
- * site's first few), and read it as unset so that the bug cannot go unnoticed in tests. */
+/* A name that no table declares is a railnet bug: every such read WARNs and reads as unset,
+ * so that the bug cannot go unnoticed in tests. */
 static const railnetParam* findDeclared(const char* name) {
   const railnetParam* p = railnetParamFind(name);
   if (p == NULL) WARN("railnet reads %s, which no param table declares (a railnet bug: please report it)",
