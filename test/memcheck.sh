@@ -24,9 +24,12 @@ if [ -n "${SANITIZE:-}" ]; then
   exit 0
 fi
 start=$(date +%s)
-# the tests' own timeouts are sized for native speed: give them room
+# the tests' own timeouts are sized for native speed: give them room. --fair-sched=yes:
+# valgrind runs one thread at a time, and with its default lock a thread that polls in user
+# space (a test() loop waiting on a helper thread's flag) takes the lock back at once and
+# starves the helper threads: a 129-byte message then did not complete in 120 s.
 RAILNET_SOCKET_TIMEOUT_MSEC=30000 \
-timeout --kill-after=10 "${MEMCHECK_TIMEOUT:-900}" valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+timeout --kill-after=10 "${MEMCHECK_TIMEOUT:-900}" valgrind --tool=memcheck --fair-sched=yes --error-exitcode=99 --leak-check=full \
   --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --num-callers=30 \
   "$BUILD/test/unit_tests" --gtest_color=no --gtest_filter="$FILTER" >"$log" 2>&1
 rc=$?
