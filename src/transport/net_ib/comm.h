@@ -93,6 +93,7 @@ struct ncclIbNetCommBase {
   uint32_t maxInline;                  /* what the QPs were granted */
   int failed;                          /* an error completion was seen */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
+  struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */
   struct ncclIbStats stats;
   int maxReqs;                         /* NET_IB_MAX_REQUESTS (send) or NET_IB_RECV_REQUESTS */
   int sqDepth;                         /* work requests the send queue of each QP takes */

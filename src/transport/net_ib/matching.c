@@ -8,6 +8,8 @@
 #include "caps.h"
 #include "comm.h"
 #include "debug.h"
+#include "failover.h"
+#include "post.h"
 #include "ibvwrap.h"
 #include "socket.h"
 #include "param.h"
@@ -57,12 +59,14 @@ static ncclResult_t postOneRecv(struct ibv_qp* qp) {
   return wrap_ibv_post_recv(qp, &wr, &bad);
 }
 
-ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbConnectionMetadata* meta,
-                                    const char* peer) {
+ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                    struct ncclIbConnectionMetadata* meta, const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
   base->matchById = railnetIbRecvMatchingScheme() == RAILNET_IB_MATCH_BY_ID;
   comm->prepost = railnetIbPrepostRecvs();
   if (base->matchById) meta->devs[0].flags |= RAILNET_IB_FLAG_MATCH_BY_ID;
+  NCCLCHECK(railnetIbFoSetup(base, (rem->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
+  if (base->fo) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
   int per = base->splitDataOnQps ? base->nqps : 1;
   for (int q = 0; q < base->nqps; q++) {
     comm->qpNextId[q] = per == 1 ? (uint64_t)q : 0;
@@ -73,26 +77,48 @@ ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbCo
   return ncclSuccess;
 }
 
-void railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote) {
+ncclResult_t railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
+                                    const char* peer) {
   comm->base.matchById = (remote->devs[0].flags & RAILNET_IB_FLAG_MATCH_BY_ID) != 0;
+  return railnetIbFoSetup(&comm->base, (remote->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer);
 }
 
-static int qpOfCompletion(struct ncclIbNetCommBase* base, int d, uint32_t qpNum) {
-  for (int q = 0; q < base->nqps; q++)
-    if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == qpNum) return q;
-  return -1;
+/* Failover comms: the immediate is (id & 0xffffff) | chunk << 24; each chunk counts once,
+ * on the device it was meant for (where irecv counted it). */
+static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv_wc* wc, struct ncclIbRequest** req,
+                            int* evDev) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  uint32_t imm = be32toh(wc->imm_data), want = imm & 0xffffff;
+  int chunk = (int)(imm >> 24), slot = (int)(want % RAILNET_IB_FIFO_SLOTS);
+  struct ncclIbRequest* r = comm->recvReqs[slot];
+  if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || (r->id & 0xffffff) != want ||
+      chunk >= railnetIbChunksPerMsg(base)) {
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB : data completion from %s (qp %u, request id %u, chunk %d) without a receive in flight for it",
+         ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, want, chunk);
+    return ncclRemoteError;
+  }
+  if (!base->fo->dead[q]) NCCLCHECK(postOneRecv(base->qps[q].qp));
+  *req = NULL;
+  if (!(base->fo->recvMissing[slot] & (1ull << chunk))) return ncclSuccess; /* arrived before */
+  base->fo->recvMissing[slot] &= ~(1ull << chunk);
+  *evDev = railnetIbMsgQp(base, r->id, chunk)->devIndex;
+  *req = r;
+  return ncclSuccess;
 }
 
 ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc,
-                                struct ncclIbRequest** req) {
+                                struct ncclIbRequest** req, int* evDev) {
   struct ncclIbNetCommBase* base = &comm->base;
   char peer[SOCKET_NAME_MAXLEN];
-  int q = comm->prepost ? qpOfCompletion(base, d, wc->qp_num) : -1;
+  int q = comm->prepost ? railnetIbQpIndex(base, d, wc->qp_num) : -1;
+  *evDev = d;
   if (comm->prepost && q < 0) {
     WARN("NET/IB : data completion from %s on qp %u, which is not one of this comm's",
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num);
     return ncclInternalError;
   }
+  if (base->fo) return foMatch(comm, q, wc, req, evDev);
   uint64_t want;
   const char* how;
   if (base->matchById) {

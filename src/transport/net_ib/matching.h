@@ -34,15 +34,18 @@ struct ibv_wc;
 struct ncclIbRequest;
 /* Receiver, QPs connected: its scheme (told to the sender in meta's flags) and, when
  * pre-posting, a full receive queue on every QP. */
-ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbConnectionMetadata* meta,
+ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                    struct ncclIbConnectionMetadata* meta, const char* peer);
+/* Sender: the receiver's scheme from its metadata, and port failover when it agreed. */
+ncclResult_t railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
                                     const char* peer);
-/* Sender: the receiver's scheme from its metadata. */
-void railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote);
 /* The receive request a data completion (RECV_RDMA_WITH_IMM on device d) belongs to: by the
  * id in the immediate, by the QP's order (pre-posted), or by the WR's slot; a pre-posted WR
- * is replaced. WARN and an error when it names no receive in flight. */
+ * is replaced. WARN and an error when it names no receive in flight. *evDev: the device
+ * whose count of the request the completion settles (d; with failover, the device the
+ * chunk was meant for); *req NULL: a failover replay of a chunk that had arrived. */
 ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc,
-                                struct ncclIbRequest** req);
+                                struct ncclIbRequest** req, int* evDev);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "qp.h"
+#include "failover.h"
 #include "matching.h"
 #include "devices.h"
 #include "gdr.h"
@@ -201,6 +202,7 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
     if (cd->pd) railnetIbPdRelease(cd->ibDevN);
   }
   if (base->sock.fd >= 0) ncclSocketClose(&base->sock);
+  free(base->fo);
   free(base);
 }
 
@@ -321,6 +323,7 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->sizes, sizeof(comm->sizes), IBV_ACCESS_LOCAL_WRITE));
     fillDevInfo(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
+  if (railnetIbFoWanted()) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
   comm->ar = ncclIbDevs[base->devs[0].ibDevN].ar;
   meta->magic = RAILNET_IB_META_MAGIC;
   meta->version = RAILNET_IB_META_VERSION;
@@ -342,7 +345,7 @@ ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct 
   snprintf(base->remDevName, sizeof(base->remDevName), "%.*s", (int)sizeof(remote->devName) - 1, remote->devName);
   comm->remSizesAddr = remote->fifoAddr;
   for (int i = 0; i < remote->ndevs; i++) comm->remSizesRkeys[i] = remote->devs[i].fifoRkey;
-  railnetIbSendModeSetup(comm, remote);
+  NCCLCHECK(railnetIbSendModeSetup(comm, remote, peer));
   return connectQps(base, remote, local->tc, local->tc, local->sl, NULL);
 }
 
@@ -362,7 +365,7 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
   int ctsTc = (ncclIbDevs[base->devs[0].ibDevN].link == IBV_LINK_LAYER_ETHERNET && fifoTc != -1) ? (int)fifoTc
                                                                                                  : rem->tc;
   NCCLCHECK(connectQps(base, rem, rem->tc, ctsTc, rem->sl, meta));
-  NCCLCHECK(railnetIbRecvModeSetup(comm, meta, peer));
+  NCCLCHECK(railnetIbRecvModeSetup(comm, rem, meta, peer));
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, sizeof(comm->sizes),

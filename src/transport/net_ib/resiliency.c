@@ -14,7 +14,7 @@ enum {
 static const railnetParam resiliencyParams[] = {
     [P_FAILOVER] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_FAILOVER", 0, 0, 1,
                                          "1: a fused device that loses a port keeps the comm on its other ports "
-                                         "(railnet: not available yet, the comm fails as with 0)"),
+                                         "(both sides must set it)"),
     [P_FAILOVER_MAX_ATTEMPTS] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", 1, 0, 128,
                                                       "Port failures a comm survives before it fails"),
     [P_FAILOVER_PROBE_DELAY] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", 10, 0, MS_MAX,
@@ -43,11 +43,13 @@ RAILNET_PARAM_TABLE("net_ib/resiliency", resiliencyParams);
 
 int railnetIbParamPortFailover(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER]); }
 int railnetIbParamPortRecovery(void) { return (int)railnetParamInt(&resiliencyParams[P_RECOVERY]); }
+int railnetIbParamFailoverMaxAttempts(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_MAX_ATTEMPTS]); }
+int railnetIbParamFailoverProbeDelay(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_PROBE_DELAY]); }
 
 void railnetIbResiliencyReport(void) {
   if (railnetIbParamPortFailover())
-    INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_FAILOVER=1: port failover is not available in this "
-         "railnet yet; a comm whose port fails ends with an error as with NCCL_IB_RESILIENCY_PORT_FAILOVER=0");
+    INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_FAILOVER=1: fused comms fail over to their other "
+         "devices when a port is lost (up to %d time(s) per comm)", railnetIbParamFailoverMaxAttempts());
   if (railnetIbParamPortRecovery())
     INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_RECOVERY=1: port recovery is not available in this "
          "railnet yet (it needs port failover)");

@@ -16,7 +16,9 @@ extern "C" {
 /* NCCL_IB_RESILIENCY_PORT_FAILOVER / _PORT_RECOVERY as set. */
 int railnetIbParamPortFailover(void);
 int railnetIbParamPortRecovery(void);
-/* At discovery: one INFO when failover or recovery is asked for (not available yet). */
+int railnetIbParamFailoverMaxAttempts(void);
+int railnetIbParamFailoverProbeDelay(void);
+/* At discovery: one INFO when failover or recovery is asked for. */
 void railnetIbResiliencyReport(void);
 
 #ifdef __cplusplus

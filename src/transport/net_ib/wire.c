@@ -130,3 +130,19 @@ ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, 
   }
   return ncclSuccess;
 }
+
+ncclResult_t railnetIbCheckFoMsg(const struct railnetIbFoMsg* m, int nqps, const char* peer) {
+  const char* bad = NULL;
+  if (m->magic != RAILNET_IB_FO_MAGIC)
+    bad = "a failover message without its magic";
+  else if (m->type < RAILNET_IB_FO_NOTIFY || m->type > RAILNET_IB_FO_STATE)
+    bad = "a failover message of an unknown type";
+  else if (m->nEntries > RAILNET_IB_FIFO_SLOTS)
+    bad = "a failover state with more entries than fifo slots";
+  for (int q = nqps; bad == NULL && q < NCCL_IB_MAX_QPS; q++)
+    if (m->deadQps[q / 64] & (1ull << (q % 64))) bad = "a failover message naming a QP the comm does not have";
+  if (bad == NULL) return ncclSuccess;
+  WARN("NET/IB : peer %s sent %s (type %u, %u entries): the peer is broken or not railnet's", peer, bad, m->type,
+       m->nEntries);
+  return ncclRemoteError;
+}

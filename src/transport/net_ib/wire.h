@@ -36,6 +36,9 @@ extern "C" {
 /* ncclIbDevInfo.flags of the receiver's first device: it matches receives by the request id
  * the sender puts in the immediate (the sizes then travel in the sizes records) */
 #define RAILNET_IB_FLAG_MATCH_BY_ID 0x1
+/* ncclIbDevInfo.flags of either side's first device: NCCL_IB_RESILIENCY_PORT_FAILOVER=1 there
+ * (the receiver sets it only when the sender did: then the comm fails over, failover.h) */
+#define RAILNET_IB_FLAG_FAILOVER 0x2
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
@@ -105,6 +108,30 @@ _Static_assert(sizeof(struct ncclIbConnectionMetadata) ==
                "connection metadata: version 1 layout");
 #endif
 
+/* Port failover (failover.h): fixed-size messages over the comm's ncclSocket, once one of
+ * the comm's QPs is gone. NOTIFY (receiver -> sender): these QPs failed here. QUERY (sender ->
+ * receiver): these QPs are gone, my next fifo position is fifoHead; answer what arrived.
+ * STATE (receiver -> sender): each receive in flight and the chunks of it not arrived. In
+ * failover comms the immediate of a data write is (id & 0xffffff) | chunk << 24. */
+#define RAILNET_IB_FO_MAGIC 0x7261696c464f5631ULL /* "railFOV1" */
+#define RAILNET_IB_FO_MAX_CHUNKS 64               /* QPs a message may be split over */
+enum { RAILNET_IB_FO_NOTIFY = 1, RAILNET_IB_FO_QUERY = 2, RAILNET_IB_FO_STATE = 3 };
+struct railnetIbFoEntry {
+  uint64_t id;                         /* fifo position of a receive in flight */
+  uint64_t missing;                    /* bit i: chunk i has not arrived */
+};
+struct railnetIbFoMsg {
+  uint64_t magic;                      /* RAILNET_IB_FO_MAGIC */
+  uint32_t type;                       /* RAILNET_IB_FO_* */
+  uint32_t nEntries;                   /* STATE: entries used */
+  uint64_t deadQps[NCCL_IB_MAX_QPS / 64]; /* bit q: QP q is gone */
+  uint64_t fifoHead;                   /* QUERY: the sender's next fifo position */
+  struct railnetIbFoEntry entries[RAILNET_IB_FIFO_SLOTS];
+};
+#ifndef __cplusplus
+_Static_assert(sizeof(struct railnetIbFoMsg) == 40 + RAILNET_IB_FIFO_SLOTS * 16, "failover message: version 1 layout");
+#endif
+
 /* A connect handle, before anything is read from it beyond its bytes (WARN, ncclInvalidArgument). */
 ncclResult_t railnetIbCheckHandle(const struct ncclIbHandle* h);
 /* A metadata block received from peer (WARN naming the peer on any problem, ncclRemoteError);
@@ -128,6 +155,9 @@ ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs,
  * ncclRemoteError (the peer is not railnet's, or it is broken). */
 ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
                                      const union ncclSocketAddress* peerAddr);
+/* A failover message from peer on a comm of nqps QPs: its magic, a known type, at most
+ * RAILNET_IB_FIFO_SLOTS entries, no QP beyond nqps (WARN naming the peer, ncclRemoteError). */
+ncclResult_t railnetIbCheckFoMsg(const struct railnetIbFoMsg* m, int nqps, const char* peer);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,184 @@
+/*
+ * Completions of the IB data path (completion.h): what each one means for its request, and
+ * the WARN with the cause and the fix when one failed.
+ */
+#include <endian.h>
+#include <stdio.h>
+#include <string.h>
+#include "completion.h"
+#include "devices.h"
+#include "failover.h"
+#include "ibvwrap.h"
+#include "matching.h"
+#include "prof.h"
+#include "qp.h"
+#include "socket.h"
+
+static const char* portStateName(enum ibv_port_state st) {
+  switch (st) {
+    case IBV_PORT_DOWN: return "DOWN";
+    case IBV_PORT_INIT: return "INIT";
+    case IBV_PORT_ARMED: return "ARMED";
+    case IBV_PORT_ACTIVE: return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    default: return "in an unknown state";
+  }
+}
+
+static const char* wcStatusHint(enum ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_RETRY_EXC_ERR:
+      return "the peer did not acknowledge within NCCL_IB_TIMEOUT x NCCL_IB_RETRY_CNT: the link or the peer is "
+             "down, or the peer process died. Check the port state (ibstat / ibv_devinfo), the cabling and the peer's "
+             "log; on a congested or lossy fabric raise NCCL_IB_TIMEOUT";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "the peer refused the RDMA access: its buffer is not (or no longer) covered by its registration, or "
+             "the rkey it announced is stale (a memory registration mismatch, or a buffer deregistered while in use)";
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR:
+      return "the local buffer is not covered by the memory handle passed with it (regMr of another buffer, or "
+             "deregistered while in use)";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "the receiver had no receive posted (receiver not ready) for longer than the RNR retries allow: the "
+             "peer stopped posting receives or its process is hung";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "the local NIC could not execute the work request: on RoCE the port's link went down (soft-RoCE "
+             "fails every posted request at once then); check the port state (ibv_devinfo, ip link) and the cable. "
+             "Otherwise the queue pair was misconfigured";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "the queue pair had already failed: this request was flushed; the first error above is the cause";
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:
+      return "the peer's NIC rejected the request (its queue pair is in error or was destroyed: peer closed or died)";
+    case IBV_WC_LOC_LEN_ERR:
+    case IBV_WC_REM_ABORT_ERR:
+      return "a message did not fit the posted buffer or was aborted: the two sides disagree on sizes";
+    default:
+      return NULL;
+  }
+}
+
+static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
+  struct ncclIbDev* dev = &ncclIbDevs[base->devs[d].ibDevN];
+  char peer[SOCKET_NAME_MAXLEN], lg[INET6_ADDRSTRLEN] = "", rg[INET6_ADDRSTRLEN] = "";
+  ibvGetGidStr(&base->devs[d].gid, lg, sizeof(lg));
+  /* ibv_wc.opcode is undefined on an error completion: say which work request failed from
+   * what this comm posts on that QP and what wr_id carries */
+  char what[96];
+  int flushQp = base->devs[d].flushQp && base->devs[d].flushQp->qp_num == wc->qp_num; /* QPNs: per device */
+  int rd = 0;
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == wc->qp_num)
+      rd = base->qps[q].remDevIndex;
+  if (flushQp)
+    snprintf(rg, sizeof(rg), "%s", lg); /* connected to itself */
+  else
+    ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
+  if (flushQp)
+    snprintf(what, sizeof(what), "GPUDirect flush read");
+  else if (base->isSend)
+    snprintf(what, sizeof(what), "data RDMA write of fifo slot %llu", (unsigned long long)wc->wr_id);
+  else
+    snprintf(what, sizeof(what), "receive or clear-to-send write of fifo slot %llu", (unsigned long long)wc->wr_id);
+  WARN("NET/IB : Got completion from peer %s with status=%s(%d) vendor_err=%u for the %s on qp_num=%u of %s:%d "
+       "(%s comm, localGid %s remoteGid %s)",
+       railnetIbPeerStr(base, peer), wrap_ibv_wc_status_str(wc->status), wc->status, wc->vendor_err, what,
+       wc->qp_num, dev->devName, dev->portNum, base->isSend ? "send" : "receive", lg, rg);
+  const char* hint = wcStatusHint(wc->status);
+  /* a port that is not active now is the likeliest cause, whatever the status */
+  struct ibv_port_attr pa;
+  memset(&pa, 0, sizeof(pa));
+  if (wrap_ibv_query_port(dev->context, dev->portNum, &pa) == ncclSuccess && pa.state != IBV_PORT_ACTIVE)
+    WARN("NET/IB : HINT: port %s:%d is %s now (its link went down): check the cable, the switch port and `ip link` "
+         "/ ibv_devinfo on this host; NCCL cannot use this NIC until the port is ACTIVE again",
+         dev->devName, dev->portNum, portStateName(pa.state));
+  if (hint) WARN("NET/IB : HINT: %s", hint);
+  base->failed = 1;
+  return ncclRemoteError;
+}
+
+/* Request number id (a flush's wr_id), NULL when there is none. */
+static struct ncclIbRequest* requestAt(struct ncclIbNetCommBase* base, uint64_t id) {
+  if (id >= (uint64_t)base->maxReqs || base->reqChunks[id / NET_IB_REQ_CHUNK] == NULL) return NULL;
+  return &base->reqChunks[id / NET_IB_REQ_CHUNK][id % NET_IB_REQ_CHUNK];
+}
+
+/* A data write of the sender completed: wr_id is the fifo slot | chunk << 8. */
+static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_wc* wc) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  int slot = (int)(wc->wr_id & 0xff), chunk = (int)((wc->wr_id >> 8) & 0xff);
+  int q = railnetIbQpIndex(base, d, wc->qp_num);
+  struct railnetIbFailover* fo = base->fo;
+  if (fo) {
+    /* a gone QP's completions are settled by the failover exchange; a chunk already
+     * settled (it was replayed, or the receiver had it) is not counted twice */
+    if (q < 0 || fo->dead[q] || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return ncclSuccess;
+    if (!(fo->chunkPending[slot] & (1ull << chunk))) return ncclSuccess;
+    fo->chunkPending[slot] &= ~(1ull << chunk);
+  }
+  struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && (wc->wr_id >> 16) == 0 ? comm->sendReqs[slot][0] : NULL;
+  if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
+    WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",
+         (unsigned long long)wc->wr_id, wc->opcode, wc->qp_num);
+    return ncclInternalError;
+  }
+  if (q >= 0) base->qps[q].sqPosted -= comm->slotWrs[slot]; /* the slot's writes on that QP are done */
+  for (int j = 0; j < first->nreqs; j++) {
+    struct ncclIbRequest* r = comm->sendReqs[slot][j];
+    if (r == NULL || r->events[d] <= 0) {
+      WARN("NET/IB : send request %d of slot %d has no completion pending on device %d", j, slot, d);
+      return ncclInternalError;
+    }
+    r->events[d]--;
+    if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  switch (wc->opcode) {
+    case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write */
+      if ((wc->wr_id & RAILNET_IB_FO_CTS_REWRITE) && base->fo) base->fo->ctsRewrites--;
+      return ncclSuccess;
+    case IBV_WC_RDMA_READ: { /* flush */
+      struct ncclIbRequest* r = requestAt(base, wc->wr_id);
+      if (r == NULL || r->type != NCCL_NET_IB_REQ_FLUSH || r->events[d] <= 0) {
+        WARN("NET/IB : flush completion without a flush request (wr_id %llu)", (unsigned long long)wc->wr_id);
+        return ncclInternalError;
+      }
+      r->events[d]--;
+      return ncclSuccess;
+    }
+    case IBV_WC_RECV_RDMA_WITH_IMM: {
+      struct ncclIbRequest* r = NULL;
+      int evDev = d;
+      NCCLCHECK(railnetIbRecvMatch(comm, d, wc, &r, &evDev));
+      if (r == NULL) return ncclSuccess; /* a chunk that had arrived already (failover) */
+      if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
+      r->events[evDev]--;
+      if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
+      return ncclSuccess;
+    }
+    default:
+      WARN("NET/IB : receive comm got an unexpected completion opcode %d (qp %u)", wc->opcode, wc->qp_num);
+      return ncclInternalError;
+  }
+}
+
+ncclResult_t railnetIbProcessWc(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
+  if (wc->status != IBV_WC_SUCCESS) {
+    if (base->fo && railnetIbFoTakeError(base, d, railnetIbQpIndex(base, d, wc->qp_num), wc)) return ncclSuccess;
+    return reportWcError(base, d, wc);
+  }
+  if (base->isSend) return sendWc((struct ncclIbSendComm*)base, d, wc);
+  return recvWc((struct ncclIbRecvComm*)base, d, wc);
+}
+
+ncclResult_t railnetIbPollDev(struct ncclIbNetCommBase* base, int d, int* n) {
+  struct ibv_wc wcs[4];
+  *n = 0;
+  NCCLCHECK(wrap_ibv_poll_cq(base->devs[d].cq, 4, wcs, n));
+  for (int w = 0; w < *n; w++) NCCLCHECK(railnetIbProcessWc(base, d, &wcs[w]));
+  return ncclSuccess;
+}

@@ -1,0 +1,305 @@
+/*
+ * Port failover's exchange between the two sides of a comm (failover.h): the messages over
+ * the comm's ncclSocket, the receiver's answer, the sender's replays.
+ */
+#include <string.h>
+#include "failover.h"
+#include "completion.h"
+#include "debug.h"
+#include "devices.h"
+#include "post.h"
+#include "socket.h"
+
+#define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
+#define ANSWER_TIMEOUT_NS 30000000000ull    /* the receiver answers a query within 30 s */
+#define SEND_TIMEOUT_NS 5000000000ull       /* a message of ~600 bytes leaves within 5 s */
+#define REWRITE_TIMEOUT_NS 10000000000ull   /* the rewritten clear-to-send entries land within 10 s */
+
+static const char* peerOf(struct ncclIbNetCommBase* base, char* buf) {
+  return ncclSocketToString(&base->sock.addr, buf, 1);
+}
+
+static ncclResult_t fail(struct ncclIbNetCommBase* base) {
+  base->failed = 1;
+  return ncclRemoteError;
+}
+
+static void putDead(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m) {
+  for (int q = 0; q < base->nqps; q++)
+    if (base->fo->dead[q]) m->deadQps[q / 64] |= 1ull << (q % 64);
+}
+
+static ncclResult_t sendMsg(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m, const char* what) {
+  char peer[SOCKET_NAME_MAXLEN];
+  m->magic = RAILNET_IB_FO_MAGIC;
+  putDead(base, m);
+  int offset = 0, closed = 0;
+  uint64_t deadline = railnetClockNs() + SEND_TIMEOUT_NS;
+  while (offset < (int)sizeof(*m) && !base->fo->sockClosed) {
+    ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, m, (int)sizeof(*m), &offset, &closed);
+    if (r != ncclSuccess || closed) base->fo->sockClosed = 1;
+    if (railnetClockNs() > deadline) break;
+  }
+  if (offset == (int)sizeof(*m)) return ncclSuccess;
+  WARN("NET/IB : port failover: could not send the %s to %s over the comm's socket (%s): the peer process died or "
+       "closed its comm, or the network of NCCL_SOCKET_IFNAME is down too; the comm fails",
+       what, peerOf(base, peer), base->fo->sockClosed ? "closed" : "timed out");
+  return fail(base);
+}
+
+/* Receives what the peer sent, without blocking; *got: a whole, checked message in fo->in. */
+static ncclResult_t lookMsg(struct ncclIbNetCommBase* base, int* got) {
+  struct railnetIbFailover* fo = base->fo;
+  *got = 0;
+  if (fo->sockClosed) return ncclSuccess;
+  int closed = 0;
+  ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &fo->in, (int)sizeof(fo->in), &fo->inOffset,
+                                      &closed);
+  if (r != ncclSuccess || closed) {
+    fo->sockClosed = 1; /* the peer closed its comm: nothing more will come */
+    return ncclSuccess;
+  }
+  if (fo->inOffset < (int)sizeof(fo->in)) return ncclSuccess;
+  fo->inOffset = 0;
+  char peer[SOCKET_NAME_MAXLEN];
+  if (railnetIbCheckFoMsg(&fo->in, base->nqps, peerOf(base, peer)) != ncclSuccess) return fail(base);
+  *got = 1;
+  return ncclSuccess;
+}
+
+/* The QPs a message names gone are gone here too; returns how many were not before. */
+static int takeDead(struct ncclIbNetCommBase* base, const struct railnetIbFoMsg* m) {
+  int n = 0;
+  for (int q = 0; q < base->nqps; q++) {
+    if (!(m->deadQps[q / 64] & (1ull << (q % 64)))) continue;
+    if (!base->fo->dead[q]) n++;
+    railnetIbFoMarkQp(base, q);
+    if (!base->isSend) base->fo->told[q] = 1; /* the sender knows */
+  }
+  return n;
+}
+
+/* A failure the peer saw: counted here too; the comm fails when nothing is left. */
+static ncclResult_t peerFailure(struct ncclIbNetCommBase* base, int newDead) {
+  struct railnetIbFailover* fo = base->fo;
+  if (newDead == 0) return ncclSuccess;
+  fo->failures++;
+  char peer[SOCKET_NAME_MAXLEN];
+  if (railnetIbFoLiveQps(base) == 0 || fo->failures > fo->maxAttempts) {
+    WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
+         peerOf(base, peer), railnetIbFoLiveQps(base) == 0 ? "no QP of the comm is left" :
+         "it failed over NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS times already (raise it to survive more)");
+    return fail(base);
+  }
+  INFO(NCCL_NET, "NET/IB : port failover: %s reports %d QP(s) of the %s comm gone; %d left",
+       peerOf(base, peer), newDead, base->isSend ? "send" : "receive", railnetIbFoLiveQps(base));
+  return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------ receiver */
+
+/* Takes in every completion there is (the gone QPs' last arrivals and flushes among them). */
+static ncclResult_t drain(struct ncclIbNetCommBase* base) {
+  for (int d = 0; d < base->vProps.ndevs; d++) {
+    int n = 0, rounds = 0;
+    do NCCLCHECK(railnetIbPollDev(base, d, &n));
+    while (n > 0 && ++rounds < 100000);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* query) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  char peer[SOCKET_NAME_MAXLEN];
+  NCCLCHECK(peerFailure(base, takeDead(base, query)));
+  NCCLCHECK(drain(base));
+  /* what the sender has not taken from its fifo may have been lost with a gone QP */
+  int rewrites = 0;
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
+    struct ncclIbRequest* r = comm->recvReqs[s];
+    if (r == NULL || r->id < query->fifoHead) continue;
+    if (railnetIbPostCts(comm, r, s, 1) != ncclSuccess) return fail(base);
+    rewrites++;
+  }
+  uint64_t deadline = railnetClockNs() + REWRITE_TIMEOUT_NS;
+  while (fo->ctsRewrites > 0) {
+    NCCLCHECK(drain(base));
+    if (railnetClockNs() > deadline) {
+      WARN("NET/IB : port failover: %d clear-to-send entries rewritten to %s did not land within 10 s: the comm's "
+           "other devices failed too; the comm fails", fo->ctsRewrites, peerOf(base, peer));
+      return fail(base);
+    }
+  }
+  struct railnetIbFoMsg state;
+  memset(&state, 0, sizeof(state));
+  state.type = RAILNET_IB_FO_STATE;
+  int missing = 0;
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
+    struct ncclIbRequest* r = comm->recvReqs[s];
+    if (r == NULL) continue;
+    state.entries[state.nEntries].id = r->id;
+    state.entries[state.nEntries].missing = fo->recvMissing[s];
+    missing += fo->recvMissing[s] != 0;
+    state.nEntries++;
+  }
+  NCCLCHECK(sendMsg(base, &state, "failover state"));
+  INFO(NCCL_NET, "NET/IB : port failover of the receive comm with %s: answered its query (%u receive(s) in flight, "
+       "%d of them missing data; %d clear-to-send entries rewritten on the %d QP(s) left)",
+       peerOf(base, peer), state.nEntries, missing, rewrites, railnetIbFoLiveQps(base));
+  return ncclSuccess;
+}
+
+static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  int untold = 0;
+  for (int q = 0; q < base->nqps; q++) untold += fo->dead[q] && !fo->told[q];
+  if (untold) { /* a failure seen here: the sender is told at once */
+    struct railnetIbFoMsg m;
+    memset(&m, 0, sizeof(m));
+    m.type = RAILNET_IB_FO_NOTIFY;
+    NCCLCHECK(sendMsg(base, &m, "failover notice"));
+    for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
+  }
+  uint64_t now = railnetClockNs();
+  if (now < fo->nextLookNs) return ncclSuccess;
+  fo->nextLookNs = now + LOOK_INTERVAL_NS;
+  for (;;) {
+    int got = 0;
+    NCCLCHECK(lookMsg(base, &got));
+    if (!got) return ncclSuccess;
+    if (fo->in.type != RAILNET_IB_FO_QUERY) {
+      char peer[SOCKET_NAME_MAXLEN];
+      WARN("NET/IB : peer %s sent failover message type %u to a receive comm: the peer is broken", peerOf(base, peer),
+           fo->in.type);
+      return fail(base);
+    }
+    struct railnetIbFoMsg query = fo->in;
+    NCCLCHECK(answerQuery(comm, &query));
+  }
+}
+
+/* ------------------------------------------------------------------ sender */
+
+/* The chunks of the gone QPs: replayed where the receiver lacks them, done where it has them. */
+static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* st) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  int replayed = 0, arrived = 0;
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
+    struct ncclIbRequest* first = comm->sendReqs[s][0];
+    if (fo->chunkPending[s] == 0 || first == NULL) continue;
+    uint64_t missing = 0;
+    for (uint32_t e = 0; e < st->nEntries; e++)
+      if (st->entries[e].id == first->id) missing = st->entries[e].missing;
+    for (int i = 0; i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
+      uint64_t bit = 1ull << i;
+      int q = fo->chunkQp[s][i];
+      if (!(fo->chunkPending[s] & bit) || !fo->dead[q]) continue;
+      struct ncclIbQp* nq = (missing & bit) ? railnetIbFoQp(base, &base->qps[q]) : NULL;
+      if ((missing & bit) && nq == NULL) return fail(base);
+      for (int j = 0; j < first->nreqs; j++) {
+        struct ncclIbRequest* r = comm->sendReqs[s][j];
+        if (r == NULL) continue;
+        r->events[base->qps[q].devIndex]--;
+        if (nq) r->events[nq->devIndex]++;
+      }
+      if (nq) {
+        fo->chunkQp[s][i] = (uint8_t)(nq - base->qps);
+        fo->chunkReplay[s] |= bit;
+        replayed++;
+      } else {
+        fo->chunkPending[s] &= ~bit;
+        arrived++;
+      }
+    }
+  }
+  char peer[SOCKET_NAME_MAXLEN];
+  INFO(NCCL_NET, "NET/IB : port failover of the send comm with %s done: %d chunk(s) replayed on the %d QP(s) left, "
+       "%d had arrived (%s)", peerOf(base, peer), replayed, railnetIbFoLiveQps(base), arrived,
+       fo->why[0] ? fo->why : "a failure the peer saw");
+  return ncclSuccess;
+}
+
+/* Posts the replays that fit in their QPs' send queues now. */
+static ncclResult_t postReplays(struct ncclIbSendComm* comm) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
+    for (int i = 0; fo->chunkReplay[s] && i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
+      if (!(fo->chunkReplay[s] & (1ull << i))) continue;
+      struct ncclIbQp* qp = &base->qps[fo->chunkQp[s][i]];
+      if (fo->dead[qp - base->qps]) continue; /* gone since: the next answer settles it */
+      if (qp->sqPosted + comm->slotWrs[s] > base->sqDepth) continue;
+      NCCLCHECK(railnetIbPostChunk(comm, s, i, qp, fo->slotCts[s]));
+      fo->chunkReplay[s] &= ~(1ull << i);
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  char peer[SOCKET_NAME_MAXLEN];
+  int unasked = 0;
+  for (int q = 0; q < base->nqps; q++) unasked += fo->dead[q] && !fo->told[q];
+  if (fo->state == RAILNET_IB_FO_IDLE && unasked) {
+    fo->state = RAILNET_IB_FO_DELAY;
+    fo->stateNs = now + (uint64_t)fo->probeDelayMs * 1000000ull;
+  }
+  if (fo->state == RAILNET_IB_FO_DELAY && now >= fo->stateNs) {
+    struct railnetIbFoMsg m;
+    memset(&m, 0, sizeof(m));
+    m.type = RAILNET_IB_FO_QUERY;
+    m.fifoHead = base->fifoHead;
+    NCCLCHECK(sendMsg(base, &m, "failover query"));
+    for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
+    fo->state = RAILNET_IB_FO_WAIT;
+    fo->stateNs = now + ANSWER_TIMEOUT_NS;
+  }
+  if (fo->state == RAILNET_IB_FO_WAIT && (now > fo->stateNs || fo->sockClosed)) {
+    WARN("NET/IB : port failover: %s did not answer the failover query %s: its process is stuck or died; the comm "
+         "fails", peerOf(base, peer), fo->sockClosed ? "(it closed the socket)" : "within 30 s");
+    return fail(base);
+  }
+  return postReplays(comm);
+}
+
+static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  uint64_t now = railnetClockNs();
+  if (fo->state == RAILNET_IB_FO_WAIT || now >= fo->nextLookNs) {
+    fo->nextLookNs = now + LOOK_INTERVAL_NS;
+    for (;;) {
+      int got = 0;
+      NCCLCHECK(lookMsg(base, &got));
+      if (!got) break;
+      if (fo->in.type == RAILNET_IB_FO_NOTIFY) {
+        NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
+      } else if (fo->in.type == RAILNET_IB_FO_STATE && fo->state == RAILNET_IB_FO_WAIT) {
+        NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
+        NCCLCHECK(applyState(comm, &fo->in));
+        fo->state = RAILNET_IB_FO_IDLE;
+      } else {
+        char peer[SOCKET_NAME_MAXLEN];
+        WARN("NET/IB : peer %s sent failover message type %u to a send comm %s: the peer is broken", peerOf(base, peer),
+             fo->in.type, fo->state == RAILNET_IB_FO_WAIT ? "" : "that asked nothing");
+        return fail(base);
+      }
+    }
+  }
+  return sendStep(comm, now);
+}
+
+ncclResult_t railnetIbFoProgress(struct ncclIbNetCommBase* base) {
+  if (base->fo == NULL || base->failed) return ncclSuccess;
+  if (base->isSend) return sendProgress((struct ncclIbSendComm*)base);
+  return recvProgress((struct ncclIbRecvComm*)base);
+}
+
+int railnetIbFoBusy(struct ncclIbNetCommBase* base) {
+  return base->fo != NULL && base->fo->state != RAILNET_IB_FO_IDLE;
+}

@@ -1,0 +1,102 @@
+/*
+ * Port failover of a fused (multi-device) IB comm, NCCL_IB_RESILIENCY_PORT_FAILOVER=1 on both
+ * sides. When a QP's device loses its port (an error completion: retry exceeded, a flush, a
+ * local QP error) the QPs of that device are declared gone; traffic moves to the QPs left,
+ * and the two sides agree over the comm's ncclSocket on what arrived:
+ *   1. whichever side sees the error marks the QPs of that device gone and moves them to the
+ *      error state; the receiver tells the sender (NOTIFY);
+ *   2. the sender stops taking new fifo slots, waits NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY
+ *      ms and asks (QUERY: the gone QPs, its next fifo position);
+ *   3. the receiver moves those QPs to the error state too, takes in every completion they
+ *      produced, rewrites the clear-to-send entries the sender has not taken over the QPs
+ *      left (and waits until they landed), and answers with each receive in flight and the
+ *      chunks of it that have not arrived (STATE);
+ *   4. the sender replays exactly those chunks on the QPs left; the rest of what it had in
+ *      flight on the gone QPs arrived. A chunk is one QP's share of a message: its writes,
+ *      the sizes record and the write with immediate (id, chunk number).
+ * The receiver completes a receive once each of its chunks arrived once; a chunk seen twice
+ * is dropped. More failures than NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS, or no QP left:
+ * the comm fails as without failover.
+ *
+ * failover_state.c keeps the bookkeeping (which QPs are gone, what each chunk is waiting
+ * for) and is used by the posting and completion code below; failover.c runs the exchange
+ * and is used by the API calls (p2p.c) only.
+ */
+#ifndef RAILNET_NET_IB_FAILOVER_H
+#define RAILNET_NET_IB_FAILOVER_H
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include "comm.h"
+#include "wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { RAILNET_IB_FO_IDLE = 0, RAILNET_IB_FO_DELAY, RAILNET_IB_FO_WAIT };
+
+struct railnetIbFailover {
+  int maxAttempts;                     /* NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS */
+  int probeDelayMs;                    /* NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY */
+  int failures;                        /* devices declared gone so far */
+  uint8_t dead[NCCL_IB_MAX_QPS];       /* QP q is gone */
+  uint8_t told[NCCL_IB_MAX_QPS];       /* ... and the peer was told (NOTIFY or QUERY) */
+  int state;                           /* sender: RAILNET_IB_FO_* */
+  uint64_t stateNs;                    /* DELAY: when the query goes out; WAIT: its deadline */
+  uint64_t nextLookNs;                 /* when to look at the socket for the peer's message next */
+  int sockClosed;                      /* the peer closed the socket (it closed its comm) */
+  char why[192];                       /* the last failure, for the INFO when it is over */
+  struct railnetIbFoMsg in;            /* the message being received */
+  int inOffset;
+  /* sender: per fifo slot posted, the clear-to-send entries its writes went to, the QP of
+   * each chunk, the chunks without a completion and the chunks to replay */
+  struct ncclIbSendFifo slotCts[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
+  uint8_t chunkQp[RAILNET_IB_FIFO_SLOTS][RAILNET_IB_FO_MAX_CHUNKS];
+  uint64_t chunkPending[RAILNET_IB_FIFO_SLOTS];
+  uint64_t chunkReplay[RAILNET_IB_FIFO_SLOTS];
+  /* receiver: per fifo slot, the chunks of its receive not arrived; clear-to-send rewrites
+   * not completed yet */
+  uint64_t recvMissing[RAILNET_IB_FIFO_SLOTS];
+  int ctsRewrites;
+};
+
+/* wr_id of the receiver's rewritten clear-to-send entries (| slot) */
+#define RAILNET_IB_FO_CTS_REWRITE (1ull << 16)
+
+/* ---- failover_state.c: bookkeeping */
+/* Whether this side asks for failover (the variable), for its metadata flags. */
+int railnetIbFoWanted(void);
+/* After the metadata exchange: failover on for base when both sides set the flag, the comm
+ * has 2+ devices and at most RAILNET_IB_FO_MAX_CHUNKS QPs per message (else one INFO why
+ * not). Allocates base->fo. */
+ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer);
+void railnetIbFoFree(struct ncclIbNetCommBase* base);
+/* The QP that carries what was meant for qp: qp itself, or the next QP not gone; NULL: none. */
+struct ncclIbQp* railnetIbFoQp(struct ncclIbNetCommBase* base, struct ncclIbQp* qp);
+/* Index of the QP of device d with number qpNum, -1 if none. */
+int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum);
+/* Marks every QP of device d gone (error state); returns how many were not gone before. */
+int railnetIbFoMarkDevice(struct ncclIbNetCommBase* base, int d);
+/* Marks QP q gone and moves it to the error state (no-op if gone already). */
+void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q);
+/* QPs not gone. */
+int railnetIbFoLiveQps(struct ncclIbNetCommBase* base);
+/* Whether device d still carries a QP of the comm (its fatal-error count then matters). */
+int railnetIbFoDevInUse(struct ncclIbNetCommBase* base, int d);
+/* An error completion of QP q on device d of a failover comm: 1 when failover takes it (the
+ * device's QPs are now gone, or the QP was gone already); 0 when the comm must fail (an
+ * access or length error, no QP left, or too many failures). */
+int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc);
+
+/* ---- failover.c: the exchange (called by the API calls of p2p.c only) */
+/* One step: look at the socket for the peer's message (every call while a failover is under
+ * way, else at most once a millisecond), send the query, apply the answer, post the replays.
+ * ncclRemoteError when the comm must fail (a WARN said why). */
+ncclResult_t railnetIbFoProgress(struct ncclIbNetCommBase* base);
+/* Sender: while a failover is under way no new fifo slot is taken. */
+int railnetIbFoBusy(struct ncclIbNetCommBase* base);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/*
+ * Port failover bookkeeping (failover.h): which QPs of a comm are gone, where their traffic
+ * goes, and whether an error completion is one failover takes.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "failover.h"
+#include "debug.h"
+#include "devices.h"
+#include "ibvwrap.h"
+#include "resiliency.h"
+#include "socket.h"
+
+int railnetIbFoWanted(void) { return railnetIbParamPortFailover(); }
+
+ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer) {
+  base->fo = NULL;
+  if (!railnetIbFoWanted()) return ncclSuccess;
+  int per = base->splitDataOnQps ? base->nqps : 1;
+  const char* off = NULL;
+  if (!peerFlag)
+    off = "the peer does not fail over (NCCL_IB_RESILIENCY_PORT_FAILOVER=1 must be set on every rank)";
+  else if (base->vProps.ndevs < 2)
+    off = "the comm has one device (failover needs a fused device, NCCL_IB_MERGE_NICS / makeVDevice)";
+  else if (per > RAILNET_IB_FO_MAX_CHUNKS)
+    off = "messages are split over more than 64 QPs (lower NCCL_IB_QPS_PER_CONNECTION)";
+  if (off) {
+    INFO(NCCL_NET, "NET/IB : comm with %s: no port failover: %s", peer, off);
+    return ncclSuccess;
+  }
+  NCCLCHECK(RAILNET_CALLOC(&base->fo, 1, "IB port failover state"));
+  base->fo->maxAttempts = railnetIbParamFailoverMaxAttempts();
+  base->fo->probeDelayMs = railnetIbParamFailoverProbeDelay();
+  INFO(NCCL_NET, "NET/IB : %s comm with %s: port failover on over %d devices (%d failure(s) survived)",
+       base->isSend ? "send" : "receive", peer, base->vProps.ndevs, base->fo->maxAttempts);
+  return ncclSuccess;
+}
+
+void railnetIbFoFree(struct ncclIbNetCommBase* base) {
+  free(base->fo);
+  base->fo = NULL;
+}
+
+struct ncclIbQp* railnetIbFoQp(struct ncclIbNetCommBase* base, struct ncclIbQp* qp) {
+  struct railnetIbFailover* fo = base->fo;
+  int q = (int)(qp - base->qps);
+  if (fo == NULL || !fo->dead[q]) return qp;
+  for (int k = 1; k < base->nqps; k++) {
+    int n = (q + k) % base->nqps;
+    if (!fo->dead[n]) return &base->qps[n];
+  }
+  return NULL;
+}
+
+int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum) {
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == qpNum) return q;
+  return -1;
+}
+
+void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL || q < 0 || q >= base->nqps || fo->dead[q]) return;
+  fo->dead[q] = 1;
+  base->qps[q].sqPosted = 0; /* nothing is posted on it any more; its flushes are dropped */
+  struct ibv_qp_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_ERR;
+  /* already in error after a failed completion: then this fails harmlessly */
+  (void)wrap_ibv_modify_qp(base->qps[q].qp, &attr, IBV_QP_STATE);
+}
+
+int railnetIbFoMarkDevice(struct ncclIbNetCommBase* base, int d) {
+  int n = 0;
+  for (int q = 0; q < base->nqps; q++) {
+    if (base->qps[q].devIndex != d || base->fo->dead[q]) continue;
+    railnetIbFoMarkQp(base, q);
+    n++;
+  }
+  return n;
+}
+
+int railnetIbFoLiveQps(struct ncclIbNetCommBase* base) {
+  int n = 0;
+  for (int q = 0; q < base->nqps; q++) n += base->fo == NULL || !base->fo->dead[q];
+  return n;
+}
+
+int railnetIbFoDevInUse(struct ncclIbNetCommBase* base, int d) {
+  if (base->fo == NULL) return 1;
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && !base->fo->dead[q]) return 1;
+  return 0;
+}
+
+/* Errors that say the path is gone; the others are the application's or the peer's bugs. */
+static int pathGone(enum ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_WR_FLUSH_ERR:
+    case IBV_WC_LOC_QP_OP_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+    case IBV_WC_FATAL_ERR:
+    case IBV_WC_RESP_TIMEOUT_ERR:
+    case IBV_WC_GENERAL_ERR:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return 0;
+  if (q >= 0 && fo->dead[q]) return 1; /* the flushes of a QP already gone */
+  if (q < 0 && !railnetIbFoDevInUse(base, d)) return 1;
+  if (!pathGone(wc->status)) return 0;
+  int left = 0;
+  for (int k = 0; k < base->nqps; k++) left += !fo->dead[k] && base->qps[k].devIndex != d;
+  if (left == 0 || fo->failures >= fo->maxAttempts) {
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
+         ncclSocketToString(&base->sock.addr, peer, 1),
+         left == 0 ? "no device of the comm is left"
+                   : "it failed over NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS times already (raise it to survive more)");
+    return 0;
+  }
+  fo->failures++;
+  struct ncclIbDev* dev = &ncclIbDevs[base->devs[d].ibDevN];
+  char peer[SOCKET_NAME_MAXLEN];
+  snprintf(fo->why, sizeof(fo->why), "%s:%d lost its path to %s (completion status=%s(%d) on qp_num=%u)",
+           dev->devName, dev->portNum, ncclSocketToString(&base->sock.addr, peer, 1), wrap_ibv_wc_status_str(wc->status), wc->status,
+           wc->qp_num);
+  railnetIbFoMarkDevice(base, d);
+  WARN("NET/IB : port failover: %s; its QPs of the %s comm are gone, traffic moves to the comm's other devices "
+       "(failure %d of NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=%d). Check the cable, the switch port and "
+       "ibv_devinfo on both hosts",
+       fo->why, base->isSend ? "send" : "receive", fo->failures, fo->maxAttempts);
+  return 1;
+}

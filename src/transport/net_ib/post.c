@@ -1,0 +1,115 @@
+/*
+ * The IB data path's work requests (post.h).
+ */
+#include <endian.h>
+#include <string.h>
+#include "post.h"
+#include "devices.h"
+#include "failover.h"
+#include "ibvwrap.h"
+#include "prof.h"
+
+#define IB_WRITE_CHUNK_ALIGNMENT 128
+#define DIVUP(x, y) (((x) + (y)-1) / (y))
+
+int railnetIbChunksPerMsg(struct ncclIbNetCommBase* base) { return base->splitDataOnQps ? base->nqps : 1; }
+
+struct ncclIbQp* railnetIbMsgQp(struct ncclIbNetCommBase* base, uint64_t id, int i) {
+  int per = railnetIbChunksPerMsg(base);
+  return &base->qps[(id * (uint64_t)per + (uint64_t)i) % (uint64_t)base->nqps];
+}
+
+struct ncclIbQp* railnetIbChunkQp(struct ncclIbNetCommBase* base, uint64_t id, int i) {
+  return railnetIbFoQp(base, railnetIbMsgQp(base, id, i));
+}
+
+ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, struct ncclIbQp* qp,
+                                const struct ncclIbSendFifo* rem) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbRequest** reqs = comm->sendReqs[slot];
+  int nreqs = reqs[0]->nreqs;
+  int per = railnetIbChunksPerMsg(base);
+  int d = qp->devIndex;
+  struct ibv_send_wr wrs[NCCL_NET_IB_MAX_RECVS + 1];
+  struct ibv_sge sges[NCCL_NET_IB_MAX_RECVS + 1];
+  memset(wrs, 0, sizeof(wrs));
+  for (int r = 0; r < nreqs; r++) {
+    size_t size = reqs[r]->send.size;
+    size_t chunk = DIVUP(DIVUP(size, (size_t)per), IB_WRITE_CHUNK_ALIGNMENT) * IB_WRITE_CHUNK_ALIGNMENT;
+    size_t offset = (size_t)i * chunk < size ? (size_t)i * chunk : size;
+    size_t len = size - offset < chunk ? size - offset : chunk;
+    sges[r].addr = (uintptr_t)reqs[r]->send.data + offset;
+    sges[r].length = (uint32_t)len;
+    sges[r].lkey = reqs[r]->send.lkeys[d];
+    wrs[r].sg_list = &sges[r];
+    wrs[r].num_sge = len ? 1 : 0;
+    wrs[r].opcode = IBV_WR_RDMA_WRITE;
+    wrs[r].wr.rdma.remote_addr = rem[r].addr + offset;
+    wrs[r].wr.rdma.rkey = rem[r].rkeys[qp->remDevIndex];
+    wrs[r].wr_id = (uint64_t)slot | ((uint64_t)i << 8);
+    wrs[r].next = &wrs[r + 1];
+  }
+  /* matched by id (matching.h): the immediate is the id, every message writes its sizes */
+  int sizesRecord = nreqs > 1 || base->matchById;
+  int separateImm = sizesRecord || (comm->ar && (int64_t)reqs[0]->send.size > ncclIbArThreshold);
+  uint32_t imm = base->fo ? (uint32_t)(reqs[0]->id & 0xffffff) | ((uint32_t)i << 24)
+                 : base->matchById ? (uint32_t)reqs[0]->id
+                                   : (uint32_t)reqs[0]->send.size;
+  struct ibv_send_wr* last = &wrs[nreqs - 1];
+  if (separateImm) {
+    last = &wrs[nreqs];
+    if (sizesRecord) {
+      sges[nreqs].addr = (uintptr_t)comm->sizes[slot];
+      sges[nreqs].length = (uint32_t)(nreqs * sizeof(int));
+      sges[nreqs].lkey = base->devs[d].localMr->lkey;
+      last->sg_list = &sges[nreqs];
+      last->num_sge = 1;
+      last->wr.rdma.remote_addr = comm->remSizesAddr + (uint64_t)slot * NCCL_NET_IB_MAX_RECVS * sizeof(int);
+      last->wr.rdma.rkey = comm->remSizesRkeys[qp->remDevIndex];
+    } else {
+      last->wr.rdma.remote_addr = rem[0].addr;
+      last->wr.rdma.rkey = rem[0].rkeys[qp->remDevIndex];
+    }
+  }
+  last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  last->imm_data = htobe32(imm);
+  last->send_flags = IBV_SEND_SIGNALED;
+  last->wr_id = (uint64_t)slot | ((uint64_t)i << 8);
+  last->next = NULL;
+  struct ibv_send_wr* bad = NULL;
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
+  qp->sqPosted += comm->slotWrs[slot];
+  for (int r = 0; base->prof && r < nreqs; r++)
+    NCCLCHECK(railnetIbProfStart(base, reqs[r], reqs[r]->phandle, (int)(qp - base->qps), wrs[r].opcode,
+                                 sges[r].length));
+  return ncclSuccess;
+}
+
+ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int slot, int rewrite) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  int nCts = base->nqps < base->vProps.ndevs ? base->nqps : base->vProps.ndevs;
+  struct ncclIbQp* meant = &base->qps[req->id % (uint64_t)nCts]; /* QP d lives on device d */
+  struct ncclIbQp* qp = railnetIbFoQp(base, meant);
+  if (qp == NULL) return ncclRemoteError; /* no QP left: the failover code said why */
+  struct ibv_sge sge;
+  sge.addr = (uintptr_t)comm->elems[slot];
+  sge.length = (uint32_t)(req->nreqs * sizeof(struct ncclIbSendFifo));
+  sge.lkey = base->devs[qp->devIndex].localMr->lkey;
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = comm->remFifoAddr + (uint64_t)slot * NCCL_NET_IB_MAX_RECVS * sizeof(struct ncclIbSendFifo);
+  wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
+  if (base->useInline && sge.length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
+  /* unsignaled writes stay in the send queue until a later signaled one completes: signal
+   * one in RAILNET_IB_FIFO_SLOTS per QP (every one on a QP standing in for a gone one, which
+   * takes the writes of more than one) */
+  if (slot == qp->devIndex || qp != meant || rewrite) wr.send_flags |= IBV_SEND_SIGNALED;
+  wr.wr_id = (uint64_t)slot | (rewrite ? RAILNET_IB_FO_CTS_REWRITE : 0);
+  struct ibv_send_wr* bad = NULL;
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  if (rewrite) base->fo->ctsRewrites++;
+  return ncclSuccess;
+}

@@ -1,0 +1,393 @@
+// Port failover (NCCL_IB_RESILIENCY_PORT_FAILOVER=1) on real soft-RoCE. The tier's VM has
+// one veth pair (rxe0/rxe1); this suite adds a second, independent one: veth2 198.18.1.1
+// <-> veth3 198.18.1.2 with rxe2/rxe3 on it, and removes it at the end. The simulated
+// sender host fuses rxe0+rxe2, the receiver host rxe1+rxe3: QP 0 runs rxe0 <-> rxe1, QP 1
+// rxe2 <-> rxe3. A fault on the second pair (link down at either end, or every packet
+// dropped) in the middle of 64 MiB in 1 MiB messages with 8 in flight: with failover every
+// byte arrives, every request completes once, the traffic after it is on rxe0 (its
+// counters grow), one WARN names the device and the peer; without failover the comm fails
+// with today's WARN. Also: a multi-receive, an idle comm and both pairs down (bounded
+// failure). The comms' sockets run over lo, which no fault touches. Needs root in the VM.
+#include "test_util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <functional>
+#include <string>
+#include <vector>
+#include "net_pair.h"
+
+extern "C" {
+#include "core.h"
+#include "ibvwrap.h"
+#include "railnet.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
+}
+#include "ib_test_env.h"
+
+namespace {
+
+const ncclNet_t* ib = &railnetNetIb;
+
+bool sh(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+long counter(const char* dev, const char* name) {
+  std::string v = readFile(std::string("/sys/class/infiniband/") + dev + "/ports/1/hw_counters/" + name);
+  return v.empty() ? -1 : atol(v.c_str());
+}
+
+bool portActive(const char* dev) {
+  return readFile(std::string("/sys/class/infiniband/") + dev + "/ports/1/state").find("ACTIVE") != std::string::npos;
+}
+
+bool hasIpv4Gid(const char* dev) {
+  for (int i = 0; i < 4; i++) {
+    std::string g = readFile(std::string("/sys/class/infiniband/") + dev + "/ports/1/gids/" + std::to_string(i));
+    if (g.find("0000:0000:0000:0000:0000:ffff:") == 0) return true;
+  }
+  return false;
+}
+
+// The second veth pair and its routes, as test/softroce/guest.sh makes the first.
+const char* kAddr[2] = {"198.18.1.1", "198.18.1.2"};
+const char* kMac[2] = {"02:00:c6:12:01:01", "02:00:c6:12:01:02"};
+const char* kNet[2] = {"veth2", "veth3"};
+
+bool routesUp() {
+  bool ok = true;
+  for (int i = 0; i < 2; i++) {
+    int j = 1 - i;
+    ok &= sh(std::string("ip route replace ") + kAddr[j] + "/32 dev " + kNet[i] + " src " + kAddr[i] + " table 100");
+    ok &= sh(std::string("ip neigh replace ") + kAddr[j] + " lladdr " + kMac[j] + " dev " + kNet[i] + " nud permanent");
+  }
+  return ok;
+}
+
+bool waitActive() {
+  for (int n = 0; n < 200; n++) {
+    if (portActive("rxe2") && portActive("rxe3") && hasIpv4Gid("rxe2") && hasIpv4Gid("rxe3")) return true;
+    usleep(100000);
+  }
+  return false;
+}
+
+std::string secondPairWhy;
+
+std::string makeSecondPair() {
+  const char* mode = getenv("SOFTROCE_MODE");
+  if (mode == nullptr || strcmp(mode, "vm") != 0) return "needs the tier's VM (it adds a veth pair and two rxe devices)";
+  if (geteuid() != 0) return "needs root to add a veth pair";
+  bool ok = sh(std::string("ip link add veth2 address ") + kMac[0] + " type veth peer name veth3 address " + kMac[1]);
+  for (int i = 0; ok && i < 2; i++) {
+    ok &= sh(std::string("ip addr add ") + kAddr[i] + "/32 dev " + kNet[i]);
+    ok &= sh(std::string("ip link set ") + kNet[i] + " up");
+    ok &= sh(std::string("sysctl -qw net.ipv4.conf.") + kNet[i] + ".rp_filter=0 net.ipv4.conf." + kNet[i] +
+             ".accept_local=1");
+  }
+  ok = ok && routesUp();
+  ok = ok && sh("rdma link add rxe2 type rxe netdev veth2") && sh("rdma link add rxe3 type rxe netdev veth3");
+  if (!ok) return "could not add veth2/veth3 with rxe2/rxe3";
+  if (!waitActive()) return "rxe2/rxe3 did not become active with an IPv4 GID in 20 s";
+  return "";
+}
+
+class IbFailover : public IbTwoDevicesTest {
+ protected:
+  static void SetUpTestSuite() { secondPairWhy = makeSecondPair(); }
+  static void TearDownTestSuite() {
+    railnetIbResetDevices();
+    sh("rdma link delete rxe2");
+    sh("rdma link delete rxe3");
+    sh("ip link del veth2");
+  }
+  int sdev = -1, rdev = -1;
+  void* lc = nullptr;
+  void *sc = nullptr, *rc = nullptr;
+  std::vector<char> src, dst;
+  void *smh = nullptr, *rmh = nullptr;
+
+  void SetUp() override {
+    IbTwoDevicesTest::SetUp();
+    if (IsSkipped()) return;
+    if (!secondPairWhy.empty()) RAILNET_SKIP(secondPairWhy);
+    env.set("NCCL_SOCKET_IFNAME", "lo");
+    env.set("NCCL_IB_TIMEOUT", "12");
+    env.set("NCCL_IB_RETRY_CNT", "2");
+    env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", "1");
+  }
+  void TearDown() override {
+    closeAll();
+    sh("tc qdisc del dev veth2 root");
+    sh("ip link set veth2 up");
+    sh("ip link set veth3 up");
+    routesUp();
+    waitActive();
+    IbTwoDevicesTest::TearDown();
+  }
+  void closeAll() {
+    if (smh) ib->deregMr(sc, smh);
+    if (rmh) ib->deregMr(rc, rmh);
+    if (sc) ib->closeSend(sc);
+    if (rc) ib->closeRecv(rc);
+    if (lc) ib->closeListen(lc);
+    smh = rmh = sc = rc = lc = nullptr;
+  }
+  int devNamed(const char* name) {
+    int n = 0;
+    ib->devices(&n);
+    for (int i = 0; i < n; i++) {
+      ncclNetProperties_t p;
+      if (ib->getProperties(i, &p) == ncclSuccess && p.name && strcmp(p.name, name) == 0) return i;
+    }
+    return -1;
+  }
+  int fuse(const char* a, const char* b) {
+    ncclNetVDeviceProps_t vp;
+    memset(&vp, 0, sizeof(vp));
+    vp.ndevs = 2;
+    vp.devs[0] = devNamed(a);
+    vp.devs[1] = devNamed(b);
+    int d = -1;
+    if (vp.devs[0] < 0 || vp.devs[1] < 0 || railnetNetIb.makeVDevice(&d, &vp) != ncclSuccess) return -1;
+    return d;
+  }
+  // Sender rxe0+rxe2, receiver rxe1+rxe3, connected, slots buffers of size registered.
+  void connect(size_t bytes) {
+    ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
+    sdev = fuse("rxe0", "rxe2");
+    rdev = fuse("rxe1", "rxe3");
+    ASSERT_GE(sdev, 0) << "makeVDevice rxe0+rxe2";
+    ASSERT_GE(rdev, 0) << "makeVDevice rxe1+rxe3";
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    ASSERT_EQ(ib->listen(ctx, rdev, handle, &lc), ncclSuccess);
+    ASSERT_TRUE(netConnectPair(ib, ctx, sdev, handle, lc, &sc, &rc, 60000)) << LogCapture::all();
+    src.assign(bytes, 0);
+    dst.assign(bytes, 0);
+    ASSERT_EQ(ib->regMr(sc, src.data(), src.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+    ASSERT_EQ(ib->regMr(rc, dst.data(), dst.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  }
+
+  // Moves count messages of msg bytes (nrecv buffers each), window in flight, the sends in
+  // the order of the receives (as NCCL posts them); fault(k) runs before message k is
+  // posted. "" or what went wrong; *sends / *recvs count the completions.
+  std::string stream(int count, size_t msg, int nrecv, int window, const std::function<void(int)>& fault,
+                     long long deadline, int* sends, int* recvs) {
+    struct Slot {
+      void* rr = nullptr;
+      void* sr[8] = {};
+      bool rdone = false, sdone[8] = {};
+      int k = -1;
+    };
+    std::vector<Slot> slots(window);
+    int nextRecv = 0, nextSend = 0, finished = 0;
+    *sends = *recvs = 0;
+    size_t per = msg / nrecv;
+    auto at = [&](std::vector<char>& v, int k, int b) { return v.data() + (size_t)(k % window) * msg + b * per; };
+    while (finished < count) {
+      if (netNowNs() > deadline) return "messages still pending at the deadline (" + std::to_string(finished) + " done)";
+      if (nextRecv < count && slots[nextRecv % window].k < 0) {
+        Slot& s = slots[nextRecv % window];
+        if (fault) fault(nextRecv);
+        s = Slot();
+        void* data[8];
+        size_t sizes[8];
+        int tags[8];
+        void* mhs[8];
+        for (int b = 0; b < nrecv; b++) {
+          netPatternFill(at(src, nextRecv, b), per, nextRecv * 8 + b);
+          memset(at(dst, nextRecv, b), 0, per);
+          data[b] = at(dst, nextRecv, b);
+          sizes[b] = per;
+          tags[b] = b;
+          mhs[b] = rmh;
+        }
+        ncclResult_t r = ib->irecv(rc, nrecv, data, sizes, tags, mhs, nullptr, &s.rr);
+        if (r != ncclSuccess) return "irecv of message " + std::to_string(nextRecv) + " returned " + std::to_string(r);
+        if (s.rr != nullptr) s.k = nextRecv++;
+      }
+      if (nextSend < nextRecv) {
+        Slot& s = slots[nextSend % window];
+        bool all = true;
+        for (int b = 0; b < nrecv; b++) {
+          if (s.sr[b] == nullptr && !s.sdone[b]) {
+            ncclResult_t r = ib->isend(sc, at(src, nextSend, b), per, b, smh, nullptr, &s.sr[b]);
+            if (r != ncclSuccess) return "isend of message " + std::to_string(nextSend) + " returned " + std::to_string(r);
+          }
+          all = all && (s.sr[b] != nullptr || s.sdone[b]);
+        }
+        if (all) nextSend++;
+      }
+      for (int w = 0; w < window; w++) {
+        Slot& s = slots[w];
+        if (s.k < 0) continue;
+        for (int b = 0; b < nrecv; b++) {
+          int done = 0;
+          if (s.sr[b] == nullptr || s.sdone[b]) continue;
+          ncclResult_t r = ib->test(s.sr[b], &done, nullptr);
+          if (r != ncclSuccess) return "send test of message " + std::to_string(s.k) + " returned " + std::to_string(r);
+          if (done) {
+            s.sdone[b] = true;
+            (*sends)++;
+          }
+        }
+        if (!s.rdone) {
+          int done = 0, got[8] = {};
+          ncclResult_t r = ib->test(s.rr, &done, got);
+          if (r != ncclSuccess) return "receive test of message " + std::to_string(s.k) + " returned " + std::to_string(r);
+          if (done) {
+            s.rdone = true;
+            (*recvs)++;
+            for (int b = 0; b < nrecv; b++) {
+              size_t bad = 0;
+              if (got[b] != (int)per) return "message " + std::to_string(s.k) + ": size " + std::to_string(got[b]);
+              if (!netPatternCheck(at(dst, s.k, b), per, s.k * 8 + b, &bad))
+                return "message " + std::to_string(s.k) + " buffer " + std::to_string(b) + ": wrong byte at " +
+                       std::to_string(bad);
+            }
+          }
+        }
+        bool all = s.rdone;
+        for (int b = 0; b < nrecv; b++) all = all && s.sdone[b];
+        if (all) {
+          s.k = -1;
+          finished++;
+        }
+      }
+    }
+    return "";
+  }
+};
+
+struct Case {
+  const char* name;
+  const char* fault;  // shell command run mid-transfer
+  int failover;
+};
+
+class IbFailoverMidTransfer : public IbFailover, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(IbFailoverMidTransfer, EveryByteArrivesOnTheDeviceLeft) {
+  const Case& c = GetParam();
+  env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", c.failover ? "1" : "0");
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  const int window = 8, count = 64;
+  connect(msg * window);
+  if (HasFatalFailure()) return;
+  long before0 = -1, faultAt = 0;
+  int sends = 0, recvs = 0;
+  std::string err = stream(count, msg, 1, window, [&](int k) {
+    if (k != 24) return;
+    before0 = counter("rxe0", "sent_pkts");
+    ASSERT_TRUE(sh(c.fault)) << c.fault;
+    faultAt = netNowNs();
+  }, netNowNs() + 240000000000LL, &sends, &recvs);
+  double secs = (netNowNs() - faultAt) / 1e9;
+  if (c.failover) {
+    EXPECT_EQ(err, "") << LogCapture::all();
+    EXPECT_EQ(sends, count);
+    EXPECT_EQ(recvs, count);
+    EXPECT_TRUE(LogCapture::contains("port failover: rxe", NCCL_LOG_WARN)) << LogCapture::all();
+    EXPECT_TRUE(LogCapture::contains("port failover of the send comm with", NCCL_LOG_INFO)) << LogCapture::all();
+    long after0 = counter("rxe0", "sent_pkts");
+    // 40 MiB after the fault, in packets of at most 4 KiB: all of it on rxe0 now
+    if (before0 >= 0) {
+      EXPECT_GT(after0 - before0, 40L * 256) << "rxe0 did not carry the traffic after the fault";
+    }
+  } else {
+    EXPECT_NE(err, "") << "the transfer completed across a lost link without failover";
+    EXPECT_LT(secs, 30.0) << err;
+    EXPECT_TRUE(LogCapture::contains("198.18.1.", NCCL_LOG_WARN) || LogCapture::contains("127.0.0.1", NCCL_LOG_WARN))
+        << LogCapture::all();
+  }
+  for (auto& l : LogCapture::lines())
+    if (l.msg.find("failover") != std::string::npos) printf("  %s %s\n", l.level == NCCL_LOG_WARN ? "WARN" : "INFO", l.msg.c_str());
+  printf("%s, failover=%d: %s (%d sends, %d receives) %.1f s after the fault\n", c.name, c.failover,
+         err.empty() ? "every byte arrived" : err.c_str(), sends, recvs, secs);
+  faultMatrixRow("ib", std::string("fused, ") + c.name + ", failover=" + std::to_string(c.failover),
+                 c.failover ? "every byte arrives once; traffic on the device left" : "test() fails: WARN with the peer",
+                 secs);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fault, IbFailoverMidTransfer,
+    ::testing::Values(Case{"sender's link down", "ip link set veth2 down", 1},
+                      Case{"receiver's link down", "ip link set veth3 down", 1},
+                      Case{"path drops every packet", "tc qdisc add dev veth2 root netem loss 100%", 1},
+                      Case{"sender's link down", "ip link set veth2 down", 0}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      std::string n = std::string(i.param.name) + (i.param.failover ? "_on" : "_off");
+      for (auto& ch : n)
+        if (!isalnum((unsigned char)ch)) ch = '_';
+      return n;
+    });
+
+// A multi-receive of 4 buffers per message when the link goes down.
+TEST_F(IbFailover, MultiReceiveKeepsEveryBuffer) {
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 4);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  long long t0 = 0;
+  std::string err = stream(24, msg, 4, 4, [&](int k) {
+    if (k == 8) {
+      ASSERT_TRUE(sh("ip link set veth2 down"));
+      t0 = netNowNs();
+    }
+  }, netNowNs() + 240000000000LL, &sends, &recvs);
+  EXPECT_EQ(err, "") << LogCapture::all();
+  EXPECT_EQ(sends, 24 * 4);
+  EXPECT_EQ(recvs, 24);
+  EXPECT_TRUE(LogCapture::contains("port failover: rxe", NCCL_LOG_WARN)) << LogCapture::all();
+  faultMatrixRow("ib", "fused, link down in a multi-receive, failover=1", "every buffer arrives once",
+                 (netNowNs() - t0) / 1e9);
+}
+
+// The link goes down while nothing moves; the next messages find out and fail over.
+TEST_F(IbFailover, IdleCommFailsOverOnItsNextMessages) {
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 8);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  ASSERT_EQ(stream(8, msg, 1, 8, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "");
+  ASSERT_TRUE(sh("ip link set veth2 down"));
+  usleep(500000);
+  long long t0 = netNowNs();
+  std::string err = stream(16, msg, 1, 8, nullptr, netNowNs() + 240000000000LL, &sends, &recvs);
+  EXPECT_EQ(err, "") << LogCapture::all();
+  EXPECT_EQ(recvs, 16);
+  EXPECT_TRUE(LogCapture::contains("port failover: rxe", NCCL_LOG_WARN)) << LogCapture::all();
+  faultMatrixRow("ib", "fused, link down while idle, failover=1", "next messages fail over, correct data",
+                 (netNowNs() - t0) / 1e9);
+}
+
+// Both pairs down: nothing is left, the comm fails in bounded time with the peer named.
+TEST_F(IbFailover, BothLinksDownFailsBounded) {
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 8);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  long long t0 = 0;
+  std::string err = stream(64, msg, 1, 8, [&](int k) {
+    if (k != 16) return;
+    ASSERT_TRUE(sh("ip link set veth2 down"));
+    ASSERT_TRUE(sh("ip link set veth0 down"));
+    t0 = netNowNs();
+  }, netNowNs() + 240000000000LL, &sends, &recvs);
+  double secs = (netNowNs() - t0) / 1e9;
+  sh("ip link set veth0 up");
+  softroceLinkUp("veth0");
+  EXPECT_NE(err, "");
+  EXPECT_LT(secs, 40.0) << err;
+  EXPECT_TRUE(LogCapture::contains("is not possible", NCCL_LOG_WARN) || LogCapture::contains("is DOWN now", NCCL_LOG_WARN))
+      << LogCapture::all();
+  for (int i = 0; i < 200 && !(portActive("rxe0") && portActive("rxe1")); i++) usleep(100000);
+  faultMatrixRow("ib", "fused, both links down, failover=1", "test() fails: no device left, WARN", secs);
+}
+
+}  // namespace
