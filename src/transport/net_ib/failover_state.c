@@ -115,15 +115,34 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
   if (q >= 0 && fo->dead[q]) return 1; /* the flushes of a QP already gone */
   if (q < 0 && !railnetIbFoDevInUse(base, d)) return 1;
   if (!pathGone(wc->status)) return 0;
+  /* a link that went down often takes its neighbours along (one switch, one cable tray):
+   * a device left whose port is not active cannot take the traffic either */
+  uint32_t down = 1u << d;
+  for (int k = 0; k < base->vProps.ndevs; k++) {
+    struct ibv_port_attr pa;
+    struct ncclIbDev* dk = &ncclIbDevs[base->devs[k].ibDevN];
+    memset(&pa, 0, sizeof(pa));
+    if (k != d && railnetIbFoDevInUse(base, k) && wrap_ibv_query_port(dk->context, dk->portNum, &pa) == ncclSuccess &&
+        pa.state != IBV_PORT_ACTIVE)
+      down |= 1u << k;
+  }
   int left = 0;
-  for (int k = 0; k < base->nqps; k++) left += !fo->dead[k] && base->qps[k].devIndex != d;
-  if (left == 0 || fo->failures >= fo->maxAttempts) {
+  for (int k = 0; k < base->nqps; k++) left += !fo->dead[k] && !(down & (1u << base->qps[k].devIndex));
+  if (left == 0 || fo->failures + __builtin_popcount(down) > fo->maxAttempts) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
          ncclSocketToString(&base->sock.addr, peer, 1),
          left == 0 ? "no device of the comm is left"
                    : "it failed over NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS times already (raise it to survive more)");
     return 0;
+  }
+  for (int k = 0; k < base->vProps.ndevs; k++) {
+    if (k == d || !(down & (1u << k))) continue;
+    fo->failures++;
+    railnetIbFoMarkDevice(base, k);
+    struct ncclIbDev* dk = &ncclIbDevs[base->devs[k].ibDevN];
+    WARN("NET/IB : port failover: %s:%d of the %s comm is not ACTIVE either; its QPs are gone too", dk->devName,
+         dk->portNum, base->isSend ? "send" : "receive");
   }
   fo->failures++;
   struct ncclIbDev* dev = &ncclIbDevs[base->devs[d].ibDevN];
