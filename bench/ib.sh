@@ -31,8 +31,9 @@
 #                                acknowledgements, over a run of 2N round trips minus one of N)
 #   railnet_failover_cost  SIZE  ITERS  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
 # The last: what NCCL_IB_RESILIENCY_PORT_FAILOVER=1 costs when nothing fails (1 MiB, two
-# alternating runs each; today it means ID-based matching and pre-posted receives: railnet
-# has no failover yet; target: a ratio of 1, no measurable loss).
+# alternating runs each; the pair runs on one device each, where there is nothing to fail over
+# to: the row measures what the flag forces, ID-based matching and pre-posted receives;
+# target: a ratio of 1, no measurable loss).
 # Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
