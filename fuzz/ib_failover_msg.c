@@ -42,10 +42,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(m.magic == RAILNET_IB_FO_MAGIC, "magic %llx", (unsigned long long)m.magic);
-  FUZZ_CHECK(m.type >= RAILNET_IB_FO_NOTIFY && m.type <= RAILNET_IB_FO_STATE, "type %u", m.type);
+  FUZZ_CHECK(m.type >= RAILNET_IB_FO_NOTIFY && m.type <= RAILNET_IB_FO_RECOVER_DONE, "type %u", m.type);
   FUZZ_CHECK(m.nEntries <= RAILNET_IB_FIFO_SLOTS, "%u entries", m.nEntries);
   for (int q = nqps; q < NCCL_IB_MAX_QPS; q++)
     FUZZ_CHECK(!(m.deadQps[q / 64] & (1ull << (q % 64))), "QP %d of %d named gone", q, nqps);
+  for (uint32_t e = 0; m.type >= RAILNET_IB_FO_RECOVER_REQ && e < m.nEntries; e++)
+    FUZZ_CHECK(m.entries[e].id < (uint64_t)nqps && m.entries[e].missing <= 0xffffff, "recovery entry %u", e);
   uint64_t sum = 0;
   for (uint32_t e = 0; e < m.nEntries; e++) sum += m.entries[e].id ^ m.entries[e].missing; /* what applyState reads */
   volatile uint64_t sink = sum;

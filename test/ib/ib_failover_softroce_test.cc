@@ -392,4 +392,46 @@ TEST_F(IbFailover, BothLinksDownFailsBounded) {
   faultMatrixRow("ib", "fused, both links down, failover=1", "test() fails: no device left, WARN", secs);
 }
 
+// Recovery on: the link comes back, the device is taken back (new QPs, alive checks) and
+// carries its share of the messages again (rxe2's counters grow).
+TEST_F(IbFailover, RecoveredLinkCarriesTrafficAgain) {
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "100");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "50");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "3");
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 8);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  ASSERT_EQ(stream(16, msg, 1, 8, [&](int k) {
+    if (k == 4) {
+      ASSERT_TRUE(sh("ip link set veth2 down"));
+    }
+  }, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  ASSERT_TRUE(LogCapture::contains("port failover: rxe", NCCL_LOG_WARN)) << LogCapture::all();
+  long long up = netNowNs();
+  ASSERT_TRUE(sh("ip link set veth2 up"));
+  routesUp();
+  ASSERT_TRUE(waitActive());
+  // traffic keeps the comm progressing while the sender brings rxe2 back
+  long long deadline = netNowNs() + 60000000000LL;
+  while (!LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO) && netNowNs() < deadline) {
+    ASSERT_EQ(stream(4, msg, 1, 4, nullptr, netNowNs() + 60000000000LL, &sends, &recvs), "") << LogCapture::all();
+  }
+  double secs = (netNowNs() - up) / 1e9;
+  ASSERT_TRUE(LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("port recovery: rxe2:1 is ACTIVE again", NCCL_LOG_WARN)) << LogCapture::all();
+  long before2 = counter("rxe2", "sent_pkts");
+  EXPECT_EQ(stream(16, msg, 1, 8, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  long after2 = counter("rxe2", "sent_pkts");
+  // half of the 16 MiB goes to QP 1 on rxe2 again: thousands of packets, not a few acks
+  EXPECT_GT(after2 - before2, 1000L) << "rxe2 carries no traffic after its recovery";
+  for (auto& l : LogCapture::lines())
+    if (l.msg.find("recovery") != std::string::npos) printf("  %s %s\n", l.level == NCCL_LOG_WARN ? "WARN" : "INFO", l.msg.c_str());
+  printf("recovery: rxe2 back %.1f s after its link came up; it sent %ld packets of the next 16 MiB\n", secs,
+         after2 - before2);
+  faultMatrixRow("ib", "fused, link down then up, recovery=1", "device taken back, carries traffic again", secs);
+}
+
 }  // namespace

@@ -91,6 +91,7 @@ struct ncclIbNetCommBase {
   union ncclSocketAddress peerAddr;    /* for messages */
   int useInline;
   uint32_t maxInline;                  /* what the QPs were granted */
+  int qpTc, qpSl;                      /* traffic class and service level of the data QPs */
   int failed;                          /* an error completion was seen */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */

@@ -109,6 +109,10 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
   int slot = (int)(wc->wr_id & 0xff), chunk = (int)((wc->wr_id >> 8) & 0xff);
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   struct railnetIbFailover* fo = base->fo;
+  if (fo && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* port recovery's check of a new QP */
+    fo->aliveInFlight--;
+    return ncclSuccess;
+  }
   if (fo) {
     /* a gone QP's completions are settled by the failover exchange; a chunk already
      * settled (it was replayed, or the receiver had it) is not counted twice */

@@ -12,7 +12,6 @@
 
 #define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
 #define ANSWER_TIMEOUT_NS 30000000000ull    /* the receiver answers a query within 30 s */
-#define SEND_TIMEOUT_NS 5000000000ull       /* a message of ~600 bytes leaves within 5 s */
 #define REWRITE_TIMEOUT_NS 10000000000ull   /* the rewritten clear-to-send entries land within 10 s */
 
 static const char* peerOf(struct ncclIbNetCommBase* base, char* buf) {
@@ -24,52 +23,10 @@ static ncclResult_t fail(struct ncclIbNetCommBase* base) {
   return ncclRemoteError;
 }
 
-static void putDead(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m) {
-  for (int q = 0; q < base->nqps; q++)
-    if (base->fo->dead[q]) m->deadQps[q / 64] |= 1ull << (q % 64);
-}
-
-static ncclResult_t sendMsg(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m, const char* what) {
-  char peer[SOCKET_NAME_MAXLEN];
-  m->magic = RAILNET_IB_FO_MAGIC;
-  putDead(base, m);
-  int offset = 0, closed = 0;
-  uint64_t deadline = railnetClockNs() + SEND_TIMEOUT_NS;
-  while (offset < (int)sizeof(*m) && !base->fo->sockClosed) {
-    ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, m, (int)sizeof(*m), &offset, &closed);
-    if (r != ncclSuccess || closed) base->fo->sockClosed = 1;
-    if (railnetClockNs() > deadline) break;
-  }
-  if (offset == (int)sizeof(*m)) return ncclSuccess;
-  WARN("NET/IB : port failover: could not send the %s to %s over the comm's socket (%s): the peer process died or "
-       "closed its comm, or the network of NCCL_SOCKET_IFNAME is down too; the comm fails",
-       what, peerOf(base, peer), base->fo->sockClosed ? "closed" : "timed out");
-  return fail(base);
-}
-
-/* Receives what the peer sent, without blocking; *got: a whole, checked message in fo->in. */
-static ncclResult_t lookMsg(struct ncclIbNetCommBase* base, int* got) {
-  struct railnetIbFailover* fo = base->fo;
-  *got = 0;
-  if (fo->sockClosed) return ncclSuccess;
-  int closed = 0;
-  ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &fo->in, (int)sizeof(fo->in), &fo->inOffset,
-                                      &closed);
-  if (r != ncclSuccess || closed) {
-    fo->sockClosed = 1; /* the peer closed its comm: nothing more will come */
-    return ncclSuccess;
-  }
-  if (fo->inOffset < (int)sizeof(fo->in)) return ncclSuccess;
-  fo->inOffset = 0;
-  char peer[SOCKET_NAME_MAXLEN];
-  if (railnetIbCheckFoMsg(&fo->in, base->nqps, peerOf(base, peer)) != ncclSuccess) return fail(base);
-  *got = 1;
-  return ncclSuccess;
-}
-
 /* The QPs a message names gone are gone here too; returns how many were not before. */
 static int takeDead(struct ncclIbNetCommBase* base, const struct railnetIbFoMsg* m) {
   int n = 0;
+  if (m->type > RAILNET_IB_FO_STATE) return 0; /* recovery messages name QPs coming back */
   for (int q = 0; q < base->nqps; q++) {
     if (!(m->deadQps[q / 64] & (1ull << (q % 64)))) continue;
     if (!base->fo->dead[q]) n++;
@@ -143,7 +100,7 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
     missing += fo->recvMissing[s] != 0;
     state.nEntries++;
   }
-  NCCLCHECK(sendMsg(base, &state, "failover state"));
+  NCCLCHECK(railnetIbFoSend(base, &state, "failover state"));
   INFO(NCCL_NET, "NET/IB : port failover of the receive comm with %s: answered its query (%u receive(s) in flight, "
        "%d of them missing data; %d clear-to-send entries rewritten on the %d QP(s) left)",
        peerOf(base, peer), state.nEntries, missing, rewrites, railnetIbFoLiveQps(base));
@@ -159,7 +116,7 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
     struct railnetIbFoMsg m;
     memset(&m, 0, sizeof(m));
     m.type = RAILNET_IB_FO_NOTIFY;
-    NCCLCHECK(sendMsg(base, &m, "failover notice"));
+    NCCLCHECK(railnetIbFoSend(base, &m, "failover notice"));
     for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
   }
   uint64_t now = railnetClockNs();
@@ -167,8 +124,13 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
   fo->nextLookNs = now + LOOK_INTERVAL_NS;
   for (;;) {
     int got = 0;
-    NCCLCHECK(lookMsg(base, &got));
+    NCCLCHECK(railnetIbFoLook(base, &got));
     if (!got) return ncclSuccess;
+    if (fo->in.type == RAILNET_IB_FO_RECOVER_REQ || fo->in.type == RAILNET_IB_FO_RECOVER_DONE) {
+      struct railnetIbFoMsg m = fo->in;
+      NCCLCHECK(railnetIbRecoveryRecv(comm, &m));
+      continue;
+    }
     if (fo->in.type != RAILNET_IB_FO_QUERY) {
       char peer[SOCKET_NAME_MAXLEN];
       WARN("NET/IB : peer %s sent failover message type %u to a receive comm: the peer is broken", peerOf(base, peer),
@@ -254,7 +216,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     memset(&m, 0, sizeof(m));
     m.type = RAILNET_IB_FO_QUERY;
     m.fifoHead = base->fifoHead;
-    NCCLCHECK(sendMsg(base, &m, "failover query"));
+    NCCLCHECK(railnetIbFoSend(base, &m, "failover query"));
     for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
     fo->state = RAILNET_IB_FO_WAIT;
     fo->stateNs = now + ANSWER_TIMEOUT_NS;
@@ -264,7 +226,8 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
          "fails", peerOf(base, peer), fo->sockClosed ? "(it closed the socket)" : "within 30 s");
     return fail(base);
   }
-  return postReplays(comm);
+  NCCLCHECK(postReplays(comm));
+  return railnetIbRecoverySendStep(comm, now);
 }
 
 static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
@@ -275,10 +238,13 @@ static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
     fo->nextLookNs = now + LOOK_INTERVAL_NS;
     for (;;) {
       int got = 0;
-      NCCLCHECK(lookMsg(base, &got));
+      NCCLCHECK(railnetIbFoLook(base, &got));
       if (!got) break;
       if (fo->in.type == RAILNET_IB_FO_NOTIFY) {
         NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
+      } else if (fo->in.type == RAILNET_IB_FO_RECOVER_ACK || fo->in.type == RAILNET_IB_FO_RECOVER_NACK) {
+        struct railnetIbFoMsg m = fo->in;
+        NCCLCHECK(railnetIbRecoveryAnswer(comm, &m));
       } else if (fo->in.type == RAILNET_IB_FO_STATE && fo->state == RAILNET_IB_FO_WAIT) {
         NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
         NCCLCHECK(applyState(comm, &fo->in));

@@ -27,6 +27,7 @@
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include "comm.h"
+#include "resiliency.h"
 #include "wire.h"
 
 #ifdef __cplusplus
@@ -58,7 +59,23 @@ struct railnetIbFailover {
    * not completed yet */
   uint64_t recvMissing[RAILNET_IB_FIFO_SLOTS];
   int ctsRewrites;
+  /* port recovery (recovery.c): on for this comm, its variables; per device when it failed
+   * (0: it did not) and the attempts made; the attempt under way (sender: its state, device,
+   * deadline, alive batches done and writes in flight); the new QPs not in use yet; the QPs
+   * replaced (destroyed with the comm: their last completions may still come) */
+  int recovery;
+  struct railnetIbRecoveryParams rp;
+  uint64_t failedNs[NCCL_IB_MAX_DEVS_PER_NIC];
+  int recAttempts[NCCL_IB_MAX_DEVS_PER_NIC];
+  int recState, recDev, recBatches, aliveInFlight, aliveFailed;
+  uint64_t recNs, nextPortLookNs;
+  struct ibv_qp* newQps[NCCL_IB_MAX_QPS];
+  struct ibv_qp* replaced[2 * NCCL_IB_MAX_QPS];
+  int nReplaced;
 };
+
+/* wr_id of the sender's alive writes on a recovering QP */
+#define RAILNET_IB_FO_ALIVE (1ull << 17)
 
 /* wr_id of the receiver's rewritten clear-to-send entries (| slot) */
 #define RAILNET_IB_FO_CTS_REWRITE (1ull << 16)
@@ -87,6 +104,30 @@ int railnetIbFoDevInUse(struct ncclIbNetCommBase* base, int d);
  * device's QPs are now gone, or the QP was gone already); 0 when the comm must fail (an
  * access or length error, no QP left, or too many failures). */
 int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc);
+
+/* Port recovery: new QP q (fo->newQps) replaces the gone one, which is kept until the comm
+ * closes; 1 if there was one. By number: the new QP of device d numbered qpNum (the
+ * receiver's first data on it says the sender uses it), its index or -1. */
+int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q);
+int railnetIbFoAdoptByNum(struct ncclIbNetCommBase* base, int d, uint32_t qpNum);
+
+/* ---- failover_msg.c: the messages over the comm's socket */
+/* Sends m (its magic set; NOTIFY/QUERY/STATE also carry the gone QPs); ncclRemoteError and
+ * the comm failed when it cannot leave within 5 s. */
+ncclResult_t railnetIbFoSend(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m, const char* what);
+/* Receives what the peer sent, without blocking; *got: a whole, checked message in fo->in
+ * (a broken one fails the comm). A closed socket sets fo->sockClosed. */
+ncclResult_t railnetIbFoLook(struct ncclIbNetCommBase* base, int* got);
+
+/* ---- recovery.c: port recovery, driven by failover.c */
+/* Sender, no failover under way: a gone device whose port is ACTIVE again gets new QPs
+ * (REQUEST), connects them when the receiver answers, checks them with alive writes and
+ * takes them into use (DONE). */
+ncclResult_t railnetIbRecoverySendStep(struct ncclIbSendComm* comm, uint64_t now);
+/* Sender: an ACK or NACK from the receiver. */
+ncclResult_t railnetIbRecoveryAnswer(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* m);
+/* Receiver: a REQUEST (new QPs connected to the sender's, or NACK) or DONE (they are used). */
+ncclResult_t railnetIbRecoveryRecv(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* m);
 
 /* ---- failover.c: the exchange (called by the API calls of p2p.c only) */
 /* One step: look at the socket for the peer's message (every call while a failover is under

@@ -31,13 +31,20 @@ ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, cons
   NCCLCHECK(RAILNET_CALLOC(&base->fo, 1, "IB port failover state"));
   base->fo->maxAttempts = railnetIbParamFailoverMaxAttempts();
   base->fo->probeDelayMs = railnetIbParamFailoverProbeDelay();
+  base->fo->recovery = railnetIbParamPortRecovery();
+  railnetIbRecoveryParams(&base->fo->rp);
   INFO(NCCL_NET, "NET/IB : %s comm with %s: port failover on over %d devices (%d failure(s) survived)",
        base->isSend ? "send" : "receive", peer, base->vProps.ndevs, base->fo->maxAttempts);
   return ncclSuccess;
 }
 
 void railnetIbFoFree(struct ncclIbNetCommBase* base) {
-  free(base->fo);
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return;
+  for (int q = 0; q < NCCL_IB_MAX_QPS; q++)
+    if (fo->newQps[q]) wrap_ibv_destroy_qp(fo->newQps[q]);
+  for (int i = 0; i < fo->nReplaced; i++) wrap_ibv_destroy_qp(fo->replaced[i]);
+  free(fo);
   base->fo = NULL;
 }
 
@@ -62,6 +69,7 @@ void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL || q < 0 || q >= base->nqps || fo->dead[q]) return;
   fo->dead[q] = 1;
+  if (fo->failedNs[base->qps[q].devIndex] == 0) fo->failedNs[base->qps[q].devIndex] = railnetClockNs();
   base->qps[q].sqPosted = 0; /* nothing is posted on it any more; its flushes are dropped */
   struct ibv_qp_attr attr;
   memset(&attr, 0, sizeof(attr));
@@ -112,6 +120,10 @@ static int pathGone(enum ibv_wc_status s) {
 int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL) return 0;
+  if (wc->wr_id & RAILNET_IB_FO_ALIVE) { /* a recovering QP failed its alive check */
+    fo->aliveFailed = 1;
+    return 1;
+  }
   if (q >= 0 && fo->dead[q]) return 1; /* the flushes of a QP already gone */
   if (q < 0 && !railnetIbFoDevInUse(base, d)) return 1;
   if (!pathGone(wc->status)) return 0;
@@ -156,4 +168,28 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
        "ibv_devinfo on both hosts",
        fo->why, base->isSend ? "send" : "receive", fo->failures, fo->maxAttempts);
   return 1;
+}
+
+int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL || q < 0 || q >= base->nqps || fo->newQps[q] == NULL) return 0;
+  int d = base->qps[q].devIndex, wasInUse = railnetIbFoDevInUse(base, d);
+  if (fo->nReplaced < (int)(sizeof(fo->replaced) / sizeof(fo->replaced[0])))
+    fo->replaced[fo->nReplaced++] = base->qps[q].qp; /* its last completions may still come */
+  else
+    wrap_ibv_destroy_qp(base->qps[q].qp);
+  base->qps[q].qp = fo->newQps[q];
+  base->qps[q].sqPosted = 0;
+  fo->newQps[q] = NULL;
+  fo->dead[q] = 0;
+  fo->told[q] = 0;
+  if (!wasInUse && fo->failures > 0) fo->failures--; /* the device may fail over again */
+  return 1;
+}
+
+int railnetIbFoAdoptByNum(struct ncclIbNetCommBase* base, int d, uint32_t qpNum) {
+  struct railnetIbFailover* fo = base->fo;
+  for (int q = 0; fo && q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && fo->newQps[q] && fo->newQps[q]->qp_num == qpNum) return railnetIbFoAdopt(base, q) ? q : -1;
+  return -1;
 }

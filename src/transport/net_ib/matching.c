@@ -59,6 +59,11 @@ static ncclResult_t postOneRecv(struct ibv_qp* qp) {
   return wrap_ibv_post_recv(qp, &wr, &bad);
 }
 
+ncclResult_t railnetIbPostRecvs(struct ibv_qp* qp, int n) {
+  for (int i = 0; i < n; i++) NCCLCHECK(postOneRecv(qp));
+  return ncclSuccess;
+}
+
 ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
                                     struct ncclIbConnectionMetadata* meta, const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
@@ -113,6 +118,9 @@ ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct
   char peer[SOCKET_NAME_MAXLEN];
   int q = comm->prepost ? railnetIbQpIndex(base, d, wc->qp_num) : -1;
   *evDev = d;
+  *req = NULL;
+  if (base->fo && q < 0) q = railnetIbFoAdoptByNum(base, d, wc->qp_num); /* the sender uses a recovered QP */
+  if (base->fo && q < 0) return ncclSuccess; /* a QP replaced by port recovery: its last completions */
   if (comm->prepost && q < 0) {
     WARN("NET/IB : data completion from %s on qp %u, which is not one of this comm's",
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num);

@@ -159,6 +159,15 @@ static ncclResult_t qpConnect(struct ncclIbNetCommBase* base, int devIndex, stru
   return ncclSuccess;
 }
 
+ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out) {
+  return qpCreate(base, devIndex, IBV_ACCESS_REMOTE_WRITE, out);
+}
+
+ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp, int remDevIndex,
+                                uint32_t qpn) {
+  return qpConnect(base, devIndex, qp, &base->remDevs[remDevIndex], qpn, base->qpTc, base->qpSl);
+}
+
 /* ------------------------------------------------------------------ comm resources */
 
 /* PD, CQ and GID of every device of vDevice vDev, for nqps QPs spread over them. A CQ holds
@@ -188,6 +197,7 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
 void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   if (base == NULL) return;
   railnetIbProfFree(base);
+  railnetIbFoFree(base); /* its QPs first: they use the CQs */
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp) wrap_ibv_destroy_qp(base->qps[q].qp);
   free(base->qps);
@@ -202,7 +212,6 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
     if (cd->pd) railnetIbPdRelease(cd->ibDevN);
   }
   if (base->sock.fd >= 0) ncclSocketClose(&base->sock);
-  free(base->fo);
   free(base);
 }
 
@@ -303,6 +312,8 @@ static ncclResult_t connectQps(struct ncclIbNetCommBase* base, const struct nccl
     }
     /* the receiver writes the clear-to-send entries: those go with NCCL_IB_FIFO_TC */
     int qtc = base->isSend ? tc : ctsTc;
+    base->qpTc = qtc;
+    base->qpSl = sl;
     NCCLCHECK(qpConnect(base, qp->devIndex, qp->qp, &rem->devs[ri->devIndex], ri->qpn, qtc, sl));
   }
   return ncclSuccess;

@@ -28,6 +28,12 @@ ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct 
  * describes them for the answer. */
 ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
                                     struct ncclIbConnectionMetadata* meta, const char* peer);
+/* Port recovery (failover.h): a data QP on device devIndex of a connected comm, in INIT; and
+ * its INIT -> RTR -> RTS towards the peer's QP qpn on its device remDevIndex, with the traffic
+ * class and service level the comm's QPs got. */
+ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out);
+ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp, int remDevIndex,
+                                uint32_t qpn);
 /* "1.2.3.4<5>" of a comm's peer. */
 const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf);
 int railnetIbParamQpsPerConn(void);

@@ -22,7 +22,7 @@ static const railnetParam resiliencyParams[] = {
                                                      "failure"),
     [P_RECOVERY] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY", 0, 0, 1,
                                          "1: a failed-over port that comes back is taken into use again "
-                                         "(railnet: not available yet)"),
+                                         "(needs NCCL_IB_RESILIENCY_PORT_FAILOVER=1)"),
     [P_RECOVERY_START_DELAY] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", 200, 0, MS_MAX,
                                                      "ms after a failover before recovery starts"),
     [P_RECOVERY_ATTEMPTS_MAX] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", 5, 0, 1000,
@@ -46,11 +46,22 @@ int railnetIbParamPortRecovery(void) { return (int)railnetParamInt(&resiliencyPa
 int railnetIbParamFailoverMaxAttempts(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_MAX_ATTEMPTS]); }
 int railnetIbParamFailoverProbeDelay(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_PROBE_DELAY]); }
 
+void railnetIbRecoveryParams(struct railnetIbRecoveryParams* p) {
+  p->startDelayMs = (int)railnetParamInt(&resiliencyParams[P_RECOVERY_START_DELAY]);
+  p->attemptsMax = (int)railnetParamInt(&resiliencyParams[P_RECOVERY_ATTEMPTS_MAX]);
+  p->batchIntervalMs = (int)railnetParamInt(&resiliencyParams[P_ALIVE_BATCH_INTERVAL]);
+  p->batchSize = (int)railnetParamInt(&resiliencyParams[P_ALIVE_BATCH_SIZE]);
+  p->sequenceSize = (int)railnetParamInt(&resiliencyParams[P_ALIVE_SEQUENCE_SIZE]);
+  p->aliveTimeoutMs = (int)railnetParamInt(&resiliencyParams[P_ALIVE_TIMEOUT]);
+  p->ackTimeoutMs = (int)railnetParamInt(&resiliencyParams[P_ACK_TIMEOUT]);
+}
+
 void railnetIbResiliencyReport(void) {
   if (railnetIbParamPortFailover())
     INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_FAILOVER=1: fused comms fail over to their other "
          "devices when a port is lost (up to %d time(s) per comm)", railnetIbParamFailoverMaxAttempts());
   if (railnetIbParamPortRecovery())
-    INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_RECOVERY=1: port recovery is not available in this "
-         "railnet yet (it needs port failover)");
+    INFO(NCCL_INIT | NCCL_NET, "NET/IB : NCCL_IB_RESILIENCY_PORT_RECOVERY=1: %s",
+         railnetIbParamPortFailover() ? "a failed-over device whose port is ACTIVE again is brought back into its comms"
+                                      : "ignored: port recovery needs NCCL_IB_RESILIENCY_PORT_FAILOVER=1");
 }

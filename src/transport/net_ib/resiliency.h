@@ -18,6 +18,11 @@ int railnetIbParamPortFailover(void);
 int railnetIbParamPortRecovery(void);
 int railnetIbParamFailoverMaxAttempts(void);
 int railnetIbParamFailoverProbeDelay(void);
+/* The _PORT_RECOVERY_* variables (milliseconds, counts). */
+struct railnetIbRecoveryParams {
+  int startDelayMs, attemptsMax, batchIntervalMs, batchSize, sequenceSize, aliveTimeoutMs, ackTimeoutMs;
+};
+void railnetIbRecoveryParams(struct railnetIbRecoveryParams* p);
 /* At discovery: one INFO when failover or recovery is asked for. */
 void railnetIbResiliencyReport(void);
 

@@ -135,12 +135,15 @@ ncclResult_t railnetIbCheckFoMsg(const struct railnetIbFoMsg* m, int nqps, const
   const char* bad = NULL;
   if (m->magic != RAILNET_IB_FO_MAGIC)
     bad = "a failover message without its magic";
-  else if (m->type < RAILNET_IB_FO_NOTIFY || m->type > RAILNET_IB_FO_STATE)
+  else if (m->type < RAILNET_IB_FO_NOTIFY || m->type > RAILNET_IB_FO_RECOVER_DONE)
     bad = "a failover message of an unknown type";
   else if (m->nEntries > RAILNET_IB_FIFO_SLOTS)
     bad = "a failover state with more entries than fifo slots";
   for (int q = nqps; bad == NULL && q < NCCL_IB_MAX_QPS; q++)
     if (m->deadQps[q / 64] & (1ull << (q % 64))) bad = "a failover message naming a QP the comm does not have";
+  for (uint32_t e = 0; bad == NULL && m->type >= RAILNET_IB_FO_RECOVER_REQ && e < m->nEntries; e++)
+    if (m->entries[e].id >= (uint64_t)nqps || m->entries[e].missing > 0xffffff)
+      bad = "a recovery message naming a QP the comm does not have";
   if (bad == NULL) return ncclSuccess;
   WARN("NET/IB : peer %s sent %s (type %u, %u entries): the peer is broken or not railnet's", peer, bad, m->type,
        m->nEntries);

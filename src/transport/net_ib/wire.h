@@ -115,7 +115,18 @@ _Static_assert(sizeof(struct ncclIbConnectionMetadata) ==
  * failover comms the immediate of a data write is (id & 0xffffff) | chunk << 24. */
 #define RAILNET_IB_FO_MAGIC 0x7261696c464f5631ULL /* "railFOV1" */
 #define RAILNET_IB_FO_MAX_CHUNKS 64               /* QPs a message may be split over */
-enum { RAILNET_IB_FO_NOTIFY = 1, RAILNET_IB_FO_QUERY = 2, RAILNET_IB_FO_STATE = 3 };
+enum {
+  RAILNET_IB_FO_NOTIFY = 1,
+  RAILNET_IB_FO_QUERY = 2,
+  RAILNET_IB_FO_STATE = 3,
+  /* port recovery: entries are (QP index, QP number). REQ (sender -> receiver): my new QPs for
+   * these gone ones; ACK: yours, connected to mine; NACK: my port is not back; DONE (sender):
+   * they passed the alive checks, use them */
+  RAILNET_IB_FO_RECOVER_REQ = 4,
+  RAILNET_IB_FO_RECOVER_ACK = 5,
+  RAILNET_IB_FO_RECOVER_NACK = 6,
+  RAILNET_IB_FO_RECOVER_DONE = 7
+};
 struct railnetIbFoEntry {
   uint64_t id;                         /* fifo position of a receive in flight */
   uint64_t missing;                    /* bit i: chunk i has not arrived */
@@ -156,7 +167,8 @@ ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs,
 ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
                                      const union ncclSocketAddress* peerAddr);
 /* A failover message from peer on a comm of nqps QPs: its magic, a known type, at most
- * RAILNET_IB_FIFO_SLOTS entries, no QP beyond nqps (WARN naming the peer, ncclRemoteError). */
+ * RAILNET_IB_FIFO_SLOTS entries, no QP beyond nqps (a recovery entry's QP index within nqps
+ * and its QP number within 24 bits); WARN naming the peer, ncclRemoteError. */
 ncclResult_t railnetIbCheckFoMsg(const struct railnetIbFoMsg* m, int nqps, const char* peer);
 
 #ifdef __cplusplus
