@@ -29,11 +29,13 @@
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
 #   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
 #                                acknowledgements, over a run of 2N round trips minus one of N)
-#   railnet_failover_cost  SIZE  ITERS  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
-# The last: what NCCL_IB_RESILIENCY_PORT_FAILOVER=1 costs when nothing fails (1 MiB, two
-# alternating runs each; the pair runs on one device each, where there is nothing to fail over
-# to: the row measures what the flag forces, ID-based matching and pre-posted receives;
-# target: a ratio of 1, no measurable loss).
+#   railnet_failover_cost  SIZE  MIB  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
+#   railnet_failover_phase  PHASE  MESSAGES  SECONDS  MBps  RATIO_TO_BEFORE
+# The last two, on a fused comm rxe0+rxe2 -> rxe1+rxe3 (a second veth pair added for them,
+# bench/failover_bench, 1 MiB messages, 8 in flight): what NCCL_IB_RESILIENCY_PORT_FAILOVER=1
+# costs when nothing fails (two alternating runs each; target: a ratio of 1, no measurable
+# loss), and the bandwidth before, during and after a failover (veth2 down) and after the
+# port's recovery (veth2 up; NCCL_IB_RESILIENCY_PORT_RECOVERY=1).
 # Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -106,25 +108,79 @@ perftest_lat() { "$HERE/softroce-perftest.sh" --in-vm lat 8 "$1"; }
 railnet_lat() { pair --lat -s 8 --warmup 20 -n "$1"; }
 peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --warmup 20 -n "$1"; }
 
-# failover_cost MIB TSV: 1 MiB bandwidth with NCCL_IB_RESILIENCY_PORT_FAILOVER=0 and =1,
-# alternating (0 1 0 1) so that drift hits both alike; the ratio of the means.
-failover_cost() {
-  local mib=$1 tsv=$2 size=1048576 iters f r row avg sum0=0 sum1=0
-  iters=$(( (mib << 20) / size )); [ $iters -lt 8 ] && iters=8
+# The fused comm of the failover rows: rxe0+rxe2 -> rxe1+rxe3, over a second veth pair
+# (veth2 198.18.1.1 <-> veth3 198.18.1.2, routed like the first: test/softroce/guest.sh).
+SECOND_ROUTES="ip route replace 198.18.1.2/32 dev veth2 src 198.18.1.1 table 100 && \
+ip route replace 198.18.1.1/32 dev veth3 src 198.18.1.2 table 100 && \
+ip neigh replace 198.18.1.2 lladdr 02:00:c6:12:01:02 dev veth2 nud permanent && \
+ip neigh replace 198.18.1.1 lladdr 02:00:c6:12:01:01 dev veth3 nud permanent"
+second_pair_up() {
+  local n i g
+  ip link add veth2 address 02:00:c6:12:01:01 type veth peer name veth3 address 02:00:c6:12:01:02 || return 1
+  ip addr add 198.18.1.1/32 dev veth2 && ip addr add 198.18.1.2/32 dev veth3 || return 1
+  for n in veth2 veth3; do
+    ip link set "$n" up || return 1
+    echo 0 >"/proc/sys/net/ipv4/conf/$n/rp_filter"
+    echo 1 >"/proc/sys/net/ipv4/conf/$n/accept_local"
+  done
+  sh -c "$SECOND_ROUTES" || return 1
+  rdma link add rxe2 type rxe netdev veth2 && rdma link add rxe3 type rxe netdev veth3 || return 1
+  for i in $(seq 200); do
+    g=0
+    for n in rxe2 rxe3; do
+      grep -q ACTIVE "/sys/class/infiniband/$n/ports/1/state" 2>/dev/null &&
+        grep -q '^0000:0000:0000:0000:0000:ffff:' "/sys/class/infiniband/$n/ports/1/gids/1" 2>/dev/null && g=$((g + 1))
+    done
+    [ $g -eq 2 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+second_pair_down() {
+  rdma link delete rxe2 2>/dev/null
+  rdma link delete rxe3 2>/dev/null
+  ip link del veth2 2>/dev/null
+  return 0
+}
+
+# fb ARGS...: bench/failover_bench on the fused comm, its sockets over lo
+fb() {
+  RAILNET_TRANSPORT=ib NCCL_SOCKET_IFNAME=lo NCCL_IB_TIMEOUT=14 NCCL_IB_RETRY_CNT=4 NCCL_NET_PLUGIN= \
+    "$BUILD/bench/failover_bench" --plugin "$PLUGIN" "$@"
+}
+
+# failover_rows MIB TSV: on the fused comm, (1) 1 MiB bandwidth with
+# NCCL_IB_RESILIENCY_PORT_FAILOVER=0 and =1 when nothing fails, alternating (0 1 0 1) so that
+# drift hits both alike: the ratio of the means; (2) the phases of one run with failover and
+# recovery on: before, during (veth2 goes down as it starts), after (on rxe0 alone),
+# recovering (veth2 up again, until railnet says rxe2 carries traffic again), recovered.
+failover_rows() {
+  local mib=$1 tsv=$2 r f row mbps sum0=0 sum1=0 name n secs before="" out
+  second_pair_up || { echo "failover: could not add the second veth pair and rxe2/rxe3" >&2; second_pair_down; return 1; }
   for r in 1 2; do
     for f in 0 1; do
-      export NCCL_IB_RESILIENCY_PORT_FAILOVER=$f
-      row=$(pair --bw -s "$size" -n "$iters" --warmup 2 --window 4) || { unset NCCL_IB_RESILIENCY_PORT_FAILOVER; return 1; }
-      IFS=, read -r _ _ _ _ avg _ <<<"$row"
-      if [ "$f" = 0 ]; then sum0=$(awk -v a="$sum0" -v b="$avg" 'BEGIN { print a + b }')
-      else sum1=$(awk -v a="$sum1" -v b="$avg" 'BEGIN { print a + b }'); fi
+      row=$(NCCL_IB_RESILIENCY_PORT_FAILOVER=$f fb --plain --mib "$mib") || { second_pair_down; return 1; }
+      read -r _ _ _ _ mbps <<<"$(grep '^phase steady' <<<"$row")"
+      if [ "$f" = 0 ]; then sum0=$(awk -v a="$sum0" -v b="$mbps" 'BEGIN { print a + b }')
+      else sum1=$(awk -v a="$sum1" -v b="$mbps" 'BEGIN { print a + b }'); fi
     done
   done
-  unset NCCL_IB_RESILIENCY_PORT_FAILOVER
   read -r off on ratio <<<"$(awk -v a="$sum0" -v b="$sum1" 'BEGIN { r = "n/a"; if (a > 0) r = sprintf("%.2f", b / a); printf "%.2f %.2f %s", a / 2, b / 2, r }')"
-  printf '  %-10s %8d %8d  failover off %.2f MB/s, on %.2f MB/s (nothing fails): ratio on/off %s\n' \
-    failover "$size" "$iters" "$off" "$on" "$ratio"
-  printf 'railnet_failover_cost\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$off" "$on" "$ratio" >>"$tsv"
+  printf '  %-10s %8d %8d  fused rxe0+rxe2: failover off %.2f MB/s, on %.2f MB/s (nothing fails): ratio on/off %s\n' \
+    failover 1048576 "$mib" "$off" "$on" "$ratio"
+  printf 'railnet_failover_cost\t1048576\t%s\t%s\t%s\t%s\n' "$mib" "$off" "$on" "$ratio" >>"$tsv"
+  out=$(NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 \
+        NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL=100 \
+        fb --mib "$mib" --fault "ip link set veth2 down" --restore "ip link set veth2 up && $SECOND_ROUTES")
+  r=$?
+  while read -r _ name n secs mbps; do
+    [ -n "$before" ] || before=$mbps
+    ratio=$(awk -v a="$mbps" -v b="$before" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+    printf '  %-10s %-10s %5d MiB in %7.2f s: %8.2f MB/s, ratio to before %s\n' failover "$name" "$n" "$secs" "$mbps" "$ratio"
+    printf 'railnet_failover_phase\t%s\t%s\t%s\t%s\t%s\n' "$name" "$n" "$secs" "$mbps" "$ratio" >>"$tsv"
+  done < <(grep '^phase ' <<<"$out")
+  second_pair_down
+  return $r
 }
 
 in_vm() {
@@ -174,7 +230,7 @@ in_vm() {
   if [ "$rounds" -gt 1 ]; then
     "$HERE/softroce-perftest.sh" --in-vm lat 8 "$latIters" >/dev/null 2>&1 || status=1
   fi
-  failover_cost "$mib" "$tsv" || status=1
+  failover_rows "$mib" "$tsv" || status=1
   row=$(pair --lat -s 8 -n "$latIters" --warmup 20) || return 1
   IFS=, read -r _ _ _ _ _ typ avg _ <<<"$row"
   read -r rtyp ravg <<<"$(awk -F'\t' '$1 == "ib_write_lat" && $2 == 8 { t = $6; a = $7 } END { print t, a }' "$pt" 2>/dev/null)"
