@@ -97,6 +97,9 @@ typedef struct socketComm {
   socketRequest requests[MAX_REQUESTS];
   char* ctrlBufs;
   uint64_t nextSeq, ctrlSeq;
+  /* the request of sequence number s at bySeq[s % MAX_REQUESTS]: the requests in flight span
+   * fewer than MAX_REQUESTS numbers, so test() finds the one at the control socket at once */
+  socketRequest* bySeq[MAX_REQUESTS];
   int failed;
   int isSend;
   char peer[SOCKET_NAME_MAXLEN];

@@ -33,6 +33,7 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     r->size = size;
     r->tag = tag;
     r->seq = c->nextSeq++;
+    c->bySeq[r->seq % MAX_REQUESTS] = r;
     r->ctrlOffset = 0;
     r->recordParsed = op == NCCL_SOCKET_SEND;
     r->ctrlDataOffset = 0;
@@ -142,10 +143,8 @@ static ncclResult_t requestError(socketComm* c, socketRequest* r, ncclResult_t r
 /* Drives the control socket for the oldest requests, in posting order. */
 static ncclResult_t ctrlProgress(socketComm* c) {
   for (;;) {
-    socketRequest* r = NULL;
-    for (int i = 0; i < MAX_REQUESTS; i++)
-      if (c->requests[i].state != REQ_FREE && c->requests[i].seq == c->ctrlSeq) r = &c->requests[i];
-    if (r == NULL || r->state != REQ_CTRL) return ncclSuccess;
+    socketRequest* r = c->bySeq[c->ctrlSeq % MAX_REQUESTS];
+    if (r == NULL || r->seq != c->ctrlSeq || r->state != REQ_CTRL) return ncclSuccess;
     if (r->op == NCCL_SOCKET_SEND) ctrlEventStart(c, r);
     int closed = 0;
     ncclResult_t res = ncclSocketProgress(r->op, &c->ctrl, r->ctrl, r->ctrlLen, &r->ctrlOffset, &closed);

@@ -266,6 +266,7 @@ struct Case {
   const char* name;
   const char* fault;  // shell command run mid-transfer
   int failover;
+  int split = 0;      // 1: two QPs per device, every message split over all four
 };
 
 class IbFailoverMidTransfer : public IbFailover, public ::testing::WithParamInterface<Case> {};
@@ -273,6 +274,10 @@ class IbFailoverMidTransfer : public IbFailover, public ::testing::WithParamInte
 TEST_P(IbFailoverMidTransfer, EveryByteArrivesOnTheDeviceLeft) {
   const Case& c = GetParam();
   env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", c.failover ? "1" : "0");
+  if (c.split) {
+    env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
+    env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
+  }
   LogCapture cap;
   const size_t msg = 1 << 20;
   const int window = 8, count = 64;
@@ -318,6 +323,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"sender's link down", "ip link set veth2 down", 1},
                       Case{"receiver's link down", "ip link set veth3 down", 1},
                       Case{"path drops every packet", "tc qdisc add dev veth2 root netem loss 100%", 1},
+                      Case{"link down, messages split over 4 QPs", "ip link set veth2 down", 1, 1},
                       Case{"sender's link down", "ip link set veth2 down", 0}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.name) + (i.param.failover ? "_on" : "_off");
