@@ -29,6 +29,8 @@
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
 #   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
 #                                acknowledgements, over a run of 2N round trips minus one of N)
+#   work_per_rtt railnet  WRS  CQES  (8-byte round trips: work requests posted and completions
+#                                polled by both ends, from the INFO each comm logs at close)
 #   railnet_failover_cost  SIZE  MIB  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
 #   railnet_failover_phase  PHASE  MESSAGES  SECONDS  MBps  RATIO_TO_BEFORE
 # The last two, on a fused comm rxe0+rxe2 -> rxe1+rxe3 (a second veth pair added for them,
@@ -59,7 +61,8 @@ perf() {
   local cpu=$1 dev=$2
   shift 2
   RAILNET_TRANSPORT=ib NCCL_IB_HCA="=$dev" NCCL_NET_PLUGIN= \
-    pin "$cpu" "$PERF" --plugin "$PLUGIN" --dev 0 --handle-file "$SOFTROCE_OUT/railnet.handle" --timeout 120 "$@"
+    pin "$cpu" "$PERF" --plugin "$PLUGIN" --dev 0 --handle-file "$SOFTROCE_OUT/railnet.handle" --timeout 120 \
+    ${PERF_VERBOSE:+-v} "$@"
 }
 
 # pair ARGS...: server on device 1, client on device 0; prints the client's CSV rows.
@@ -102,6 +105,17 @@ pkts_per_rtt() {
   "$@" $((2 * n)) >/dev/null 2>&1 || return 1
   c=$(sent_pkts)
   awk -v x=$((b - a)) -v y=$((c - b)) -v n="$n" 'BEGIN { printf "%.2f", (y - x) / n }'
+}
+
+# work_per_rtt N: work requests posted and completions polled per 8-byte round trip of
+# railnet (both ends, both directions), from the INFO each IB comm logs when it closes
+# ("... closed: M messages, W work requests posted, C completions polled"); a round trip
+# is 4 messages counted (a send and a receive each way).
+work_per_rtt() {
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET PERF_VERBOSE=1 pair --lat -s 8 --warmup 20 -n "$1" >/dev/null || return 1
+  cat "$SOFTROCE_OUT/railnet.client" "$SOFTROCE_OUT/railnet.server" |
+    sed -n 's/.* closed: \([0-9]*\) messages, \([0-9]*\) work requests posted, \([0-9]*\) completions polled.*/\1 \2 \3/p' |
+    awk '{ m += $1; w += $2; c += $3 } END { if (m > 0) printf "%.2f %.2f", 4 * w / m, 4 * c / m; else print "n/a n/a" }'
 }
 
 perftest_lat() { "$HERE/softroce-perftest.sh" --in-vm lat 8 "$1"; }
@@ -264,6 +278,12 @@ in_vm() {
   printf '  %-10s %8d  packets per round trip (rxe sent_pkts, both devices): railnet %s, ib_write_lat %s%s\n' \
     pkts 8 "$pr" "$pp" "${pe:+, peer $pe}"
   printf 'pkts_per_rtt\trailnet\t%s\npkts_per_rtt\tib_write_lat\t%s\n' "$pr" "$pp" >>"$tsv"
+  local wc
+  wc=$(work_per_rtt "$latIters") || { wc="n/a n/a"; status=1; }
+  read -r ww cc <<<"$wc"
+  printf '  %-10s %8d  per round trip (both ends): railnet %s work requests posted, %s completions polled\n' \
+    work 8 "$ww" "$cc"
+  printf 'work_per_rtt\trailnet\t%s\t%s\n' "$ww" "$cc" >>"$tsv"
   return $status
 }
 

@@ -95,6 +95,11 @@ struct ncclIbNetCommBase {
   int failed;                          /* an error completion was seen */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */
+  /* what the data path cost so far: requests completed, work requests posted (data and
+   * clear-to-send writes, receives, flush reads), completions polled; INFO at close */
+  struct {
+    uint64_t msgs, wrs, cqes;
+  } work;
   struct ncclIbStats stats;
   int maxReqs;                         /* NET_IB_MAX_REQUESTS (send) or NET_IB_RECV_REQUESTS */
   int sqDepth;                         /* work requests the send queue of each QP takes */

@@ -183,6 +183,7 @@ ncclResult_t railnetIbPollDev(struct ncclIbNetCommBase* base, int d, int* n) {
   struct ibv_wc wcs[4];
   *n = 0;
   NCCLCHECK(wrap_ibv_poll_cq(base->devs[d].cq, 4, wcs, n));
+  base->work.cqes += (uint64_t)*n;
   for (int w = 0; w < *n; w++) NCCLCHECK(railnetIbProcessWc(base, d, &wcs[w]));
   return ncclSuccess;
 }

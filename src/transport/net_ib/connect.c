@@ -282,12 +282,25 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
 
 /* ------------------------------------------------------------------ close */
 
+/* What a comm's messages cost (bench/ib.sh reads it: work per message). */
+static void workReport(struct ncclIbNetCommBase* base) {
+  if (base == NULL || base->work.msgs == 0) return;
+  char peer[SOCKET_NAME_MAXLEN];
+  double m = (double)base->work.msgs;
+  INFO(NCCL_NET, "NET/IB : %s comm with %s closed: %llu messages, %llu work requests posted, %llu completions polled "
+       "(%.2f and %.2f per message)", base->isSend ? "send" : "receive", railnetIbPeerStr(base, peer),
+       (unsigned long long)base->work.msgs, (unsigned long long)base->work.wrs, (unsigned long long)base->work.cqes,
+       (double)base->work.wrs / m, (double)base->work.cqes / m);
+}
+
 ncclResult_t ncclIbCloseSend(void* sendComm) {
+  workReport((struct ncclIbNetCommBase*)sendComm);
   railnetIbCommFree((struct ncclIbNetCommBase*)sendComm);
   return ncclSuccess;
 }
 
 ncclResult_t ncclIbCloseRecv(void* recvComm) {
+  workReport((struct ncclIbNetCommBase*)recvComm);
   railnetIbCommFree((struct ncclIbNetCommBase*)recvComm);
   return ncclSuccess;
 }

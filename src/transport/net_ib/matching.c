@@ -52,15 +52,16 @@ void railnetIbMatchingReport(void) {
 
 #define PREPOSTED_WR_ID UINT64_MAX
 
-static ncclResult_t postOneRecv(struct ibv_qp* qp) {
+static ncclResult_t postOneRecv(struct ncclIbNetCommBase* base, struct ibv_qp* qp) {
   struct ibv_recv_wr wr, *bad = NULL;
+  base->work.wrs++;
   memset(&wr, 0, sizeof(wr));
   wr.wr_id = PREPOSTED_WR_ID;
   return wrap_ibv_post_recv(qp, &wr, &bad);
 }
 
-ncclResult_t railnetIbPostRecvs(struct ibv_qp* qp, int n) {
-  for (int i = 0; i < n; i++) NCCLCHECK(postOneRecv(qp));
+ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n) {
+  for (int i = 0; i < n; i++) NCCLCHECK(postOneRecv(base, qp));
   return ncclSuccess;
 }
 
@@ -75,7 +76,7 @@ ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct nc
   int per = base->splitDataOnQps ? base->nqps : 1;
   for (int q = 0; q < base->nqps; q++) {
     comm->qpNextId[q] = per == 1 ? (uint64_t)q : 0;
-    for (int i = 0; comm->prepost && i < RAILNET_IB_FIFO_SLOTS; i++) NCCLCHECK(postOneRecv(base->qps[q].qp));
+    for (int i = 0; comm->prepost && i < RAILNET_IB_FIFO_SLOTS; i++) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
   }
   INFO(NCCL_NET, "NET/IB: receive comm with %s: completions matched by %s, receive work requests %s", peer,
        base->matchById ? "ID" : "index", comm->prepost ? "pre-posted" : "posted on demand");
@@ -103,7 +104,7 @@ static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, want, chunk);
     return ncclRemoteError;
   }
-  if (!base->fo->dead[q]) NCCLCHECK(postOneRecv(base->qps[q].qp));
+  if (!base->fo->dead[q]) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
   *req = NULL;
   if (!(base->fo->recvMissing[slot] & (1ull << chunk))) return ncclSuccess; /* arrived before */
   base->fo->recvMissing[slot] &= ~(1ull << chunk);
@@ -150,7 +151,7 @@ ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct
   }
   if (comm->prepost) {
     comm->qpNextId[q] += base->splitDataOnQps ? 1 : (uint64_t)base->nqps;
-    NCCLCHECK(postOneRecv(base->qps[q].qp));
+    NCCLCHECK(postOneRecv(base, base->qps[q].qp));
   }
   *req = r;
   return ncclSuccess;

@@ -37,8 +37,9 @@ struct ncclIbRequest;
 ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
                                     struct ncclIbConnectionMetadata* meta, const char* peer);
 struct ibv_qp;
-/* n pre-posted receive work requests on qp (port recovery's new QPs). */
-ncclResult_t railnetIbPostRecvs(struct ibv_qp* qp, int n);
+struct ncclIbNetCommBase;
+/* n pre-posted receive work requests on qp of base (port recovery's new QPs). */
+ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n);
 /* Sender: the receiver's scheme from its metadata, and port failover when it agreed. */
 ncclResult_t railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
                                     const char* peer);

@@ -199,7 +199,10 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbMsgQp(base, req->id, i); /* failover: events counted where meant */
     struct ibv_recv_wr* bad = NULL;
-    if (!comm->prepost) NCCLCHECKGOTO(wrap_ibv_post_recv(qp->qp, &wr, &bad), res, fail);
+    if (!comm->prepost) {
+      NCCLCHECKGOTO(wrap_ibv_post_recv(qp->qp, &wr, &bad), res, fail);
+      base->work.wrs++;
+    }
     req->events[qp->devIndex]++;
     for (int r = 0; base->prof && phandles && !comm->prepost && r < n; r++)
       NCCLCHECKGOTO(railnetIbProfStart(base, req, phandles[r], (int)(qp - base->qps), IBV_WC_RECV, 0), res, fail);
@@ -269,6 +272,7 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
       return res;
     }
     req->events[d]++;
+    base->work.wrs++;
   }
   *request = req;
   return ncclSuccess;
@@ -313,6 +317,7 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
         if (--sc->sendReqsCnt[slot] == 0) memset(sc->sendReqs[slot], 0, sizeof(sc->sendReqs[slot]));
       }
       *done = 1;
+      if (r->type != NCCL_NET_IB_REQ_FLUSH) base->work.msgs++;
       if (base->prof) railnetIbProfStop(base, r, -1);
       r->type = NCCL_NET_IB_REQ_UNUSED;
       return ncclSuccess;

@@ -78,6 +78,7 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   last->next = NULL;
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
+  base->work.wrs += (uint64_t)(separateImm ? nreqs + 1 : nreqs);
   qp->sqPosted += comm->slotWrs[slot];
   for (int r = 0; base->prof && r < nreqs; r++)
     NCCLCHECK(railnetIbProfStart(base, reqs[r], reqs[r]->phandle, (int)(qp - base->qps), wrs[r].opcode,
@@ -110,6 +111,7 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   wr.wr_id = (uint64_t)slot | (rewrite ? RAILNET_IB_FO_CTS_REWRITE : 0);
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
   if (rewrite) base->fo->ctsRewrites++;
   return ncclSuccess;
 }

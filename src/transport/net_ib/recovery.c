@@ -217,7 +217,7 @@ static ncclResult_t answerRequest(struct ncclIbRecvComm* comm, const struct rail
     ok = railnetIbQpCreate(base, d, &fo->newQps[q]) == ncclSuccess &&
          railnetIbQpConnect(base, d, fo->newQps[q], base->qps[q].remDevIndex, (uint32_t)req->entries[e].missing) ==
              ncclSuccess &&
-         railnetIbPostRecvs(fo->newQps[q], RAILNET_IB_FIFO_SLOTS) == ncclSuccess;
+         railnetIbPostRecvs(base, fo->newQps[q], RAILNET_IB_FIFO_SLOTS) == ncclSuccess;
     if (ok) {
       m.entries[m.nEntries].id = (uint64_t)q;
       m.entries[m.nEntries].missing = fo->newQps[q]->qp_num;
