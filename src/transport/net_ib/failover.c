@@ -8,20 +8,12 @@
 #include "debug.h"
 #include "devices.h"
 #include "post.h"
+#include "qp.h"
 #include "socket.h"
 
 #define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
 #define ANSWER_TIMEOUT_NS 30000000000ull    /* the receiver answers a query within 30 s */
 #define REWRITE_TIMEOUT_NS 10000000000ull   /* the rewritten clear-to-send entries land within 10 s */
-
-static const char* peerOf(struct ncclIbNetCommBase* base, char* buf) {
-  return ncclSocketToString(&base->sock.addr, buf, 1);
-}
-
-static ncclResult_t fail(struct ncclIbNetCommBase* base) {
-  base->failed = 1;
-  return ncclRemoteError;
-}
 
 /* The QPs a message names gone are gone here too; returns how many were not before. */
 static int takeDead(struct ncclIbNetCommBase* base, const struct railnetIbFoMsg* m) {
@@ -44,12 +36,12 @@ static ncclResult_t peerFailure(struct ncclIbNetCommBase* base, int newDead) {
   char peer[SOCKET_NAME_MAXLEN];
   if (railnetIbFoLiveQps(base) == 0 || fo->failures > fo->maxAttempts) {
     WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
-         peerOf(base, peer), railnetIbFoLiveQps(base) == 0 ? "no QP of the comm is left" :
+         railnetIbPeerStr(base, peer), railnetIbFoLiveQps(base) == 0 ? "no QP of the comm is left" :
          "it failed over NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS times already (raise it to survive more)");
-    return fail(base);
+    return railnetIbFoFail(base);
   }
   INFO(NCCL_NET, "NET/IB : port failover: %s reports %d QP(s) of the %s comm gone; %d left",
-       peerOf(base, peer), newDead, base->isSend ? "send" : "receive", railnetIbFoLiveQps(base));
+       railnetIbPeerStr(base, peer), newDead, base->isSend ? "send" : "receive", railnetIbFoLiveQps(base));
   return ncclSuccess;
 }
 
@@ -76,7 +68,7 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
   for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
     struct ncclIbRequest* r = comm->recvReqs[s];
     if (r == NULL || r->id < query->fifoHead) continue;
-    if (railnetIbPostCts(comm, r, s, 1) != ncclSuccess) return fail(base);
+    if (railnetIbPostCts(comm, r, s, 1) != ncclSuccess) return railnetIbFoFail(base);
     rewrites++;
   }
   uint64_t deadline = railnetClockNs() + REWRITE_TIMEOUT_NS;
@@ -84,8 +76,8 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
     NCCLCHECK(drain(base));
     if (railnetClockNs() > deadline) {
       WARN("NET/IB : port failover: %d clear-to-send entries rewritten to %s did not land within 10 s: the comm's "
-           "other devices failed too; the comm fails", fo->ctsRewrites, peerOf(base, peer));
-      return fail(base);
+           "other devices failed too; the comm fails", fo->ctsRewrites, railnetIbPeerStr(base, peer));
+      return railnetIbFoFail(base);
     }
   }
   struct railnetIbFoMsg state;
@@ -103,7 +95,7 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
   NCCLCHECK(railnetIbFoSend(base, &state, "failover state"));
   INFO(NCCL_NET, "NET/IB : port failover of the receive comm with %s: answered its query (%u receive(s) in flight, "
        "%d of them missing data; %d clear-to-send entries rewritten on the %d QP(s) left)",
-       peerOf(base, peer), state.nEntries, missing, rewrites, railnetIbFoLiveQps(base));
+       railnetIbPeerStr(base, peer), state.nEntries, missing, rewrites, railnetIbFoLiveQps(base));
   return ncclSuccess;
 }
 
@@ -133,9 +125,9 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
     }
     if (fo->in.type != RAILNET_IB_FO_QUERY) {
       char peer[SOCKET_NAME_MAXLEN];
-      WARN("NET/IB : peer %s sent failover message type %u to a receive comm: the peer is broken", peerOf(base, peer),
+      WARN("NET/IB : peer %s sent failover message type %u to a receive comm: the peer is broken", railnetIbPeerStr(base, peer),
            fo->in.type);
-      return fail(base);
+      return railnetIbFoFail(base);
     }
     struct railnetIbFoMsg query = fo->in;
     NCCLCHECK(answerQuery(comm, &query));
@@ -160,7 +152,7 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
       int q = fo->chunkQp[s][i];
       if (!(fo->chunkPending[s] & bit) || !fo->dead[q]) continue;
       struct ncclIbQp* nq = (missing & bit) ? railnetIbFoQp(base, &base->qps[q]) : NULL;
-      if ((missing & bit) && nq == NULL) return fail(base);
+      if ((missing & bit) && nq == NULL) return railnetIbFoFail(base);
       for (int j = 0; j < first->nreqs; j++) {
         struct ncclIbRequest* r = comm->sendReqs[s][j];
         if (r == NULL) continue;
@@ -179,7 +171,7 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
   }
   char peer[SOCKET_NAME_MAXLEN];
   INFO(NCCL_NET, "NET/IB : port failover of the send comm with %s done: %d chunk(s) replayed on the %d QP(s) left, "
-       "%d had arrived (%s)", peerOf(base, peer), replayed, railnetIbFoLiveQps(base), arrived,
+       "%d had arrived (%s)", railnetIbPeerStr(base, peer), replayed, railnetIbFoLiveQps(base), arrived,
        fo->why[0] ? fo->why : "a failure the peer saw");
   return ncclSuccess;
 }
@@ -223,8 +215,8 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
   }
   if (fo->state == RAILNET_IB_FO_WAIT && (now > fo->stateNs || fo->sockClosed)) {
     WARN("NET/IB : port failover: %s did not answer the failover query %s: its process is stuck or died; the comm "
-         "fails", peerOf(base, peer), fo->sockClosed ? "(it closed the socket)" : "within 30 s");
-    return fail(base);
+         "fails", railnetIbPeerStr(base, peer), fo->sockClosed ? "(it closed the socket)" : "within 30 s");
+    return railnetIbFoFail(base);
   }
   NCCLCHECK(postReplays(comm));
   return railnetIbRecoverySendStep(comm, now);
@@ -251,9 +243,9 @@ static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
         fo->state = RAILNET_IB_FO_IDLE;
       } else {
         char peer[SOCKET_NAME_MAXLEN];
-        WARN("NET/IB : peer %s sent failover message type %u to a send comm %s: the peer is broken", peerOf(base, peer),
+        WARN("NET/IB : peer %s sent failover message type %u to a send comm %s: the peer is broken", railnetIbPeerStr(base, peer),
              fo->in.type, fo->state == RAILNET_IB_FO_WAIT ? "" : "that asked nothing");
-        return fail(base);
+        return railnetIbFoFail(base);
       }
     }
   }

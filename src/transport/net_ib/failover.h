@@ -115,6 +115,8 @@ int railnetIbFoAdoptByNum(struct ncclIbNetCommBase* base, int d, uint32_t qpNum)
 /* Sends m (its magic set; NOTIFY/QUERY/STATE also carry the gone QPs); ncclRemoteError and
  * the comm failed when it cannot leave within 5 s. */
 ncclResult_t railnetIbFoSend(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m, const char* what);
+/* Marks the comm failed: ncclRemoteError (the caller has said why). */
+ncclResult_t railnetIbFoFail(struct ncclIbNetCommBase* base);
 /* Receives what the peer sent, without blocking; *got: a whole, checked message in fo->in
  * (a broken one fails the comm). A closed socket sets fo->sockClosed. */
 ncclResult_t railnetIbFoLook(struct ncclIbNetCommBase* base, int* got);

@@ -4,16 +4,13 @@
  */
 #include <string.h>
 #include "failover.h"
+#include "qp.h"
 #include "debug.h"
 #include "socket.h"
 
 #define SEND_TIMEOUT_NS 5000000000ull /* a message of ~600 bytes leaves within 5 s */
 
-static const char* peerOf(struct ncclIbNetCommBase* base, char* buf) {
-  return ncclSocketToString(&base->sock.addr, buf, 1);
-}
-
-static ncclResult_t fail(struct ncclIbNetCommBase* base) {
+ncclResult_t railnetIbFoFail(struct ncclIbNetCommBase* base) {
   base->failed = 1;
   return ncclRemoteError;
 }
@@ -37,8 +34,8 @@ ncclResult_t railnetIbFoSend(struct ncclIbNetCommBase* base, struct railnetIbFoM
   if (offset == (int)sizeof(*m)) return ncclSuccess;
   WARN("NET/IB : port failover: could not send the %s to %s over the comm's socket (%s): the peer process died or "
        "closed its comm, or the network of NCCL_SOCKET_IFNAME is down too; the comm fails",
-       what, peerOf(base, peer), base->fo->sockClosed ? "closed" : "timed out");
-  return fail(base);
+       what, railnetIbPeerStr(base, peer), base->fo->sockClosed ? "closed" : "timed out");
+  return railnetIbFoFail(base);
 }
 
 ncclResult_t railnetIbFoLook(struct ncclIbNetCommBase* base, int* got) {
@@ -55,7 +52,7 @@ ncclResult_t railnetIbFoLook(struct ncclIbNetCommBase* base, int* got) {
   if (fo->inOffset < (int)sizeof(fo->in)) return ncclSuccess;
   fo->inOffset = 0;
   char peer[SOCKET_NAME_MAXLEN];
-  if (railnetIbCheckFoMsg(&fo->in, base->nqps, peerOf(base, peer)) != ncclSuccess) return fail(base);
+  if (railnetIbCheckFoMsg(&fo->in, base->nqps, railnetIbPeerStr(base, peer)) != ncclSuccess) return railnetIbFoFail(base);
   *got = 1;
   return ncclSuccess;
 }

@@ -56,7 +56,7 @@ static ncclResult_t attemptFailed(struct ncclIbSendComm* comm, const char* why, 
   char peer[SOCKET_NAME_MAXLEN], dev[96];
   int d = fo->recDev;
   INFO(NCCL_NET, "NET/IB : port recovery of %s for the send comm with %s failed: %s; %s", devStr(base, d, dev, sizeof(dev)),
-       ncclSocketToString(&base->sock.addr, peer, 1), why,
+       railnetIbPeerStr(base, peer), why,
        fo->recAttempts[d] < fo->rp.attemptsMax ? "it is tried again after NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY"
                                                : "it stays failed (NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX)");
   dropNewQps(base, d);
@@ -83,7 +83,7 @@ static ncclResult_t startAttempt(struct ncclIbSendComm* comm, int d, uint64_t no
   char peer[SOCKET_NAME_MAXLEN], dev[96];
   WARN("NET/IB : port recovery: %s is ACTIVE again: bringing its %u QP(s) of the send comm with %s back (attempt %d "
        "of NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX=%d)", devStr(base, d, dev, sizeof(dev)), m.nEntries,
-       ncclSocketToString(&base->sock.addr, peer, 1), fo->recAttempts[d], fo->rp.attemptsMax);
+       railnetIbPeerStr(base, peer), fo->recAttempts[d], fo->rp.attemptsMax);
   NCCLCHECK(railnetIbFoSend(base, &m, "recovery request"));
   fo->recState = REC_WAIT_ACK;
   fo->recNs = now + (uint64_t)fo->rp.ackTimeoutMs * MS;
@@ -135,7 +135,7 @@ static ncclResult_t finish(struct ncclIbSendComm* comm) {
   fo->recState = REC_IDLE;
   char peer[SOCKET_NAME_MAXLEN], dev[96];
   INFO(NCCL_NET, "NET/IB : port recovery: %s carries the send comm's traffic to %s again (%u QP(s), %d alive batch(es) "
-       "of %d writes passed)", devStr(base, d, dev, sizeof(dev)), ncclSocketToString(&base->sock.addr, peer, 1),
+       "of %d writes passed)", devStr(base, d, dev, sizeof(dev)), railnetIbPeerStr(base, peer),
        m.nEntries, fo->recBatches, fo->rp.batchSize);
   return ncclSuccess;
 }
@@ -229,7 +229,7 @@ static ncclResult_t answerRequest(struct ncclIbRecvComm* comm, const struct rail
     m.nEntries = 0;
   }
   INFO(NCCL_NET, "NET/IB : port recovery: %s asks to bring %u QP(s) of the receive comm on %s back: %s",
-       ncclSocketToString(&base->sock.addr, peer, 1), req->nEntries, dev,
+       railnetIbPeerStr(base, peer), req->nEntries, dev,
        ok ? "new QPs connected" : "not possible here (port not ACTIVE, recovery off, or no new QP)");
   return railnetIbFoSend(base, &m, ok ? "recovery answer" : "recovery refusal");
 }
@@ -241,6 +241,6 @@ ncclResult_t railnetIbRecoveryRecv(struct ncclIbRecvComm* comm, const struct rai
   for (uint32_t e = 0; e < m->nEntries; e++) n += railnetIbFoAdopt(base, (int)m->entries[e].id);
   char peer[SOCKET_NAME_MAXLEN];
   INFO(NCCL_NET, "NET/IB : port recovery: the receive comm with %s uses %d recovered QP(s) again",
-       ncclSocketToString(&base->sock.addr, peer, 1), n);
+       railnetIbPeerStr(base, peer), n);
   return ncclSuccess;
 }
