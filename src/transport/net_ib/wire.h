@@ -3,7 +3,8 @@
  * another, and the checks (wire.c) every copy received from a peer goes through first.
  *   - the handle listen hands out, which NCCL's bootstrap carries to the connecting rank;
  *   - the connection metadata, exchanged once each way over the comm's ncclSocket;
- *   - the clear-to-send entries the receiver RDMA-writes into the sender's fifo.
+ *   - the clear-to-send entries the receiver RDMA-writes into the sender's fifo;
+ *   - port failover's and recovery's messages over the comm's ncclSocket (failover.h).
  * A change to any of these is a new RAILNET_IB_META_VERSION (the handle: a new magic); the
  * _Static_asserts below fail the build when a layout moves without one. The peer may be
  * another version, another plugin or garbage: nothing here is trusted before its check.
