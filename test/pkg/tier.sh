@@ -11,7 +11,8 @@
 #         "SKIP: no NVIDIA GPU" and exit 0 on a host without one; test/gpu/nccl_allreduce.c
 #         compiles where nccl.h and the CUDA headers are
 #   deb (root): make deb (lintian without errors); dpkg -i; the plugin loads by its bare
-#         name from the multiarch libdir as NCCL loads it; /usr/bin/railnet-diag --json is
+#         name from the multiarch libdir as NCCL loads it (NCCL_NET_PLUGIN=railnet, the newest
+#         ncclNetPlugin_vN, init and devices); /usr/bin/railnet-diag --json is
 #         JSON; man -w finds the pages; pkg-config links a program against librailnet;
 #         dpkg -P leaves none of the package's files
 set -u
@@ -165,15 +166,17 @@ dpkg -L railnet >"$work/files" 2>>"$logs/dpkg.log"
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # the installed files only: no LD_LIBRARY_PATH into the build tree, the tools from /usr/bin
 inst() { env -u LD_LIBRARY_PATH -u RAILNET_BUILD PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
-if cc -o "$work/dlopen_plugin" test/pkg/dlopen_plugin.c -ldl >"$logs/cc.log" 2>&1 &&
-   msg=$(inst "$work/dlopen_plugin" libnccl-net-railnet.so 2>&1) &&
-   got=$(echo "$msg" | sed -n 's/^loaded \(.*\): ncclNetPlugin_v8 .*/\1/p') &&
+# NCCL's loader: NCCL_NET_PLUGIN=railnet -> dlopen("libnccl-net-railnet.so"), the newest
+# ncclNetPlugin_vN first, then init / devices / getProperties
+if cc -I ext-net/include -o "$work/dlopen_plugin" test/pkg/dlopen_plugin.c -ldl >"$logs/cc.log" 2>&1 &&
+   msg=$(inst env NCCL_NET_PLUGIN=railnet "$work/dlopen_plugin" 2>&1) &&
+   got=$(echo "$msg" | sed -n 's/^loaded \(.*\): ncclNetPlugin_v12 Rail[A-Za-z]*: init ok, [0-9]* device.*/\1/p') &&
    # the same file (with /lib a link to /usr/lib, the loader may name it /lib/...)
    [ -n "$got" ] && [ "$(readlink -f "$got")" = "$(readlink -f "/usr/lib/$multiarch/libnccl-net-railnet.so")" ] &&
    grep -qx "/usr/lib/$multiarch/libnccl-net-railnet.so" "$work/files"; then
-  pass "dlopen(\"libnccl-net-railnet.so\") + dlsym ncclNetPlugin_v8: $msg"
+  pass "NCCL_NET_PLUGIN=railnet: dlopen(\"libnccl-net-railnet.so\"), newest ABI first, init: $msg"
 else
-  fail "the installed plugin does not load by its bare name from /usr/lib/$multiarch:"
+  fail "the installed plugin does not load as NCCL loads it (NCCL_NET_PLUGIN=railnet) from /usr/lib/$multiarch:"
   { cat "$logs/cc.log"; echo "$msg"; } | indent
 fi
 rc=0
