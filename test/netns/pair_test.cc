@@ -81,6 +81,13 @@ TEST_F(PairNetns, BlockedRailFailsAndTheVerdictNamesTheWorkingInterface) {
   EXPECT_TRUE(has(c.out, "NCCL_SOCKET_IFNAME==eth0\n")) << c.out;
   EXPECT_TRUE(has(c.out, "the chosen paths: TCP FAILS, RDMA not available")) << c.out;
   EXPECT_LT(nowS() - t0, 30) << c.out;
+  /* the plan's bound holds: the whole check ended within "at most N s" (the process start and
+   * the exchange before the plan: 2 s more) */
+  size_t at = c.out.find("at most ");
+  ASSERT_NE(at, std::string::npos) << c.out;
+  double bound = atof(c.out.c_str() + at + 8);
+  EXPECT_GT(bound, 0) << c.out;
+  EXPECT_LE(nowS() - t0, bound + 2) << c.out;
 
   // the same in JSON: every probe with its step and errno
   c = pair("--json", &s, &srv);

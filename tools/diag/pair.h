@@ -21,6 +21,8 @@
 #define PAIR_PROBE_MS 2000      /* connect + echo bound per TCP path */
 #define PAIR_PROBE_BYTES 65536  /* echoed both ways */
 #define PAIR_RDMA_MS 3000       /* per RDMA operation set (setup, or write + read) */
+#define PAIR_REPLY_MS 5000      /* the peer's answer after its share of a phase */
+#define PAIR_BYE_MS 2000        /* the goodbye */
 #define PAIR_RDMA_SMALL 4096
 #define PAIR_RDMA_BIG (1u << 20)
 #define PAIR_MAX_PATHS 256
@@ -95,6 +97,7 @@ typedef struct {
   int bw;
   pairBw bwRes[PAIR_MAX_BW];
   int nBw;
+  uint64_t endNs;      /* --pair: the end of the whole check, as its plan printed (0: not yet) */
 } pairState;
 
 /* This host's side: hello, interfaces, RDMA entries. */

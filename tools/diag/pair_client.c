@@ -136,8 +136,14 @@ static int exchangeFacts(pairState* st, int fd, char* why) {
 }
 
 /* The server's probes of this host; 0 or an errno. */
+/* The earlier of now + ms and the whole check's end (st->endNs, 0: none yet). */
+static uint64_t phaseEnd(const pairState* st, uint64_t ms) {
+  uint64_t dl = railnetClockNs() + ms * 1000000ull;
+  return st->endNs && st->endNs < dl ? st->endNs : dl;
+}
+
 static int peerProbes(pairState* st, int fd, int nIn, char* why) {
-  uint64_t dl = railnetClockNs() + (uint64_t)nIn * st->self.timeoutMs * 1000000ull + 5000000000ull;
+  uint64_t dl = phaseEnd(st, (uint64_t)nIn * (uint64_t)st->self.timeoutMs + PAIR_REPLY_MS);
   railnetPairMsg m;
   pairProgress("  TCP from the peer: %d paths (the peer probes this host)", nIn);
   int e = railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, NULL, 0, dl);
@@ -151,14 +157,19 @@ static int peerProbes(pairState* st, int fd, int nIn, char* why) {
   return 0;
 }
 
+/* Prints the plan and sets the end of the whole check: the sum of what each phase below may
+ * take (runChecks bounds each by it, and all of them by the end). */
 static void printPlan(pairState* st, int nIn) {
   int nOut = pairTcpPathCount(st), nRdma = pairRdmaPlan(st);
   int nBw = 0;
   for (int i = 0; st->bw && i < st->nLocal; i++) nBw += st->local[i].selected > 0;
   for (int q = 0; st->bw && q < nRdma; q++)
     nBw += (st->lr[st->paths[q].local].isAuto & st->rr[st->paths[q].remote].isAuto & RAILNET_PAIR_GID_CHOSEN) != 0;
-  double bound = (double)(nOut + nIn) * PAIR_PROBE_MS / 1000.0 + nRdma * 3.0 * PAIR_RDMA_MS / 1000.0 +
-                 nBw * (PAIR_BW_MS + 2000) / 1000.0 + 10;
+  uint64_t ms = (uint64_t)(nOut + nIn) * PAIR_PROBE_MS + PAIR_REPLY_MS +          /* TCP both ways */
+                (uint64_t)nRdma * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS +                 /* RDMA */
+                (uint64_t)nBw * (PAIR_BW_MS + 2000) + PAIR_BYE_MS;                  /* --bw, goodbye */
+  st->endNs = railnetClockNs() + ms * 1000000ull;
+  double bound = (double)((ms + 999) / 1000);
   text("railnet-diag %s on %s: pair check with %s (railnet-diag %s on %s)\n", railnetVersion(), st->self.host,
        st->peerName, st->peer.version, st->peer.host);
   text("plan: %d TCP paths from here and %d from the peer (each <= %d ms), %d RDMA paths (each <= %d ms): "
@@ -182,13 +193,13 @@ static int runChecks(pairState* st, int fd, char* why) {
   printPlan(st, nIn);
   pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
   if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
-  pairRdmaRunClient(st, fd, railnetClockNs() + (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS * 1000000ull + 5000000000ull);
+  pairRdmaRunClient(st, fd, phaseEnd(st, (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS));
   if (st->bw) {
     int tcpOk[RAILNET_PAIR_MAX_IFACES], n = 0;
     while (n < RAILNET_PAIR_MAX_IFACES && pairTcpDeviceWorks(st, n, NULL) >= 0) tcpOk[n] = pairTcpDeviceWorks(st, n, NULL), n++;
     pairBwRunClient(st, fd, tcpOk, n);
   }
-  railnetPairSend(fd, RAILNET_PAIR_BYE, NULL, 0, railnetClockNs() + 2000000000ull);
+  railnetPairSend(fd, RAILNET_PAIR_BYE, NULL, 0, phaseEnd(st, PAIR_BYE_MS));
   return 0;
 }
 
