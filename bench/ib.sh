@@ -29,6 +29,8 @@
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
 #   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
 #                                acknowledgements, over a run of 2N round trips minus one of N)
+#   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (RAILNET_IB_EAGER_SIZE=1024 at both ends)
+#   pkts_per_rtt eager  PACKETS;  work_per_rtt eager  WRS  CQES  (the same, eager)
 #   work_per_rtt railnet  WRS  CQES  (8-byte round trips: work requests posted and completions
 #                                polled by both ends, from the INFO each comm logs at close)
 #   railnet_failover_cost  SIZE  MIB  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
@@ -284,6 +286,25 @@ in_vm() {
   printf '  %-10s %8d  per round trip (both ends): railnet %s work requests posted, %s completions polled\n' \
     work 8 "$ww" "$cc"
   printf 'work_per_rtt\trailnet\t%s\t%s\n' "$ww" "$cc" >>"$tsv"
+  # eager small messages (RAILNET_IB_EAGER_SIZE=1024 at both ends, src/transport/net_ib/eager.h):
+  # latency right after the default protocol's and the peer's, then its packets and work
+  local erow etyp eavg ep ewc ew ec
+  export RAILNET_IB_EAGER_SIZE=1024
+  erow=$(pair --lat -s 8 -n "$latIters" --warmup 20) || status=1
+  IFS=, read -r _ _ _ _ _ etyp eavg _ <<<"$erow"
+  ep=$(pkts_per_rtt "$latIters" railnet_lat) || { ep=n/a; status=1; }
+  ewc=$(work_per_rtt "$latIters") || { ewc="n/a n/a"; status=1; }
+  read -r ew ec <<<"$ewc"
+  unset RAILNET_IB_EAGER_SIZE
+  printf '  %-10s %8d %8d  typical %.2f us, avg %.2f us; eager / ib_write_lat: typical %s; eager / default: typical %s%s\n' \
+    eager 8 "$latIters" "${etyp:-0}" "${eavg:-0}" \
+    "$(awk -v a="${etyp:-0}" -v b="${rtyp:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" \
+    "$(awk -v a="${etyp:-0}" -v b="$typ" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" \
+    "${ptyp:+; eager / peer: typical $(awk -v a="${etyp:-0}" -v b="$ptyp" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')}"
+  printf '  %-10s %8d  eager, per round trip: %s packets, %s work requests posted, %s completions polled\n' \
+    eager 8 "$ep" "$ew" "$ec"
+  printf 'eager_lat\t8\t%s\t%s\t%s\npkts_per_rtt\teager\t%s\nwork_per_rtt\teager\t%s\t%s\n' \
+    "$latIters" "${etyp:-0}" "${eavg:-0}" "$ep" "$ew" "$ec" >>"$tsv"
   return $status
 }
 

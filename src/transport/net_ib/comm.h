@@ -28,6 +28,9 @@ extern "C" {
 #define NCCL_NET_IB_REQ_SEND 1
 #define NCCL_NET_IB_REQ_RECV 2
 #define NCCL_NET_IB_REQ_FLUSH 3
+#define NCCL_NET_IB_REQ_EAGER 4          /* an isend written eagerly (eager.h): done at once */
+
+struct railnetIbEager;
 
 struct ncclIbQp {
   struct ibv_qp* qp;
@@ -36,6 +39,8 @@ struct ncclIbQp {
   struct ibv_ece ece;
   int eceSupported;
   int sqPosted;                        /* sender: work requests posted and not yet completed */
+  uint8_t eagerUnsig;                  /* sender: unsignaled eager writes since the last signaled WR */
+  uint8_t ctsUnsig;                    /* receiver of an eager comm: unsignaled writes since a signaled one */
 };
 
 /* Per physical device of a comm. */
@@ -67,6 +72,7 @@ struct ncclIbRequest {
     } send;
     struct {
       int* sizes;                      /* nreqs entries (the sizes records of its slot) */
+      void* buf;                       /* buffer 0 (an eager message is copied there) */
       size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
     } recv;
   };
@@ -112,6 +118,10 @@ struct ncclIbSendComm {
   struct ncclIbNetCommBase base;
   /* written by the receiver */
   struct ncclIbSendFifo fifo[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  /* written by the receiver of an eager comm (eager.h): fifo positions it delivered; in the
+   * fifo's registration */
+  volatile uint64_t eagerReleased __attribute__((aligned(64)));
+  struct railnetIbEager* eager;        /* NULL: no eager messages */
   /* the sizes of a multi-send, written into the receiver's records */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
   uint64_t remSizesAddr;
@@ -142,6 +152,7 @@ struct ncclIbRecvComm {
    * matched by index, qpNextId[q] is the id of the next message QP q completes */
   int prepost;
   uint64_t qpNextId[NCCL_IB_MAX_QPS];
+  struct railnetIbEager* eager;        /* eager messages agreed (eager.h); NULL: off */
 };
 
 #ifdef __cplusplus

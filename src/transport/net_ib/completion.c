@@ -7,6 +7,7 @@
 #include <string.h>
 #include "completion.h"
 #include "devices.h"
+#include "eager.h"
 #include "failover.h"
 #include "ibvwrap.h"
 #include "matching.h"
@@ -109,6 +110,10 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
   int slot = (int)(wc->wr_id & 0xff), chunk = (int)((wc->wr_id >> 8) & 0xff);
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   struct railnetIbFailover* fo = base->fo;
+  if (wc->wr_id & RAILNET_IB_EAGER_WR) { /* a signaled eager write: it and the unsignaled ones before it */
+    if (q >= 0) base->qps[q].sqPosted -= (int)(wc->wr_id & 0xff);
+    return ncclSuccess;
+  }
   if (fo && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* port recovery's check of a new QP */
     fo->aliveInFlight--;
     return ncclSuccess;
@@ -155,6 +160,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
       return ncclSuccess;
     }
     case IBV_WC_RECV_RDMA_WITH_IMM: {
+      if (comm->eager && (be32toh(wc->imm_data) & RAILNET_IB_EAGER_IMM)) return railnetIbEagerArrived(comm, d, wc);
       struct ncclIbRequest* r = NULL;
       int evDev = d;
       NCCLCHECK(railnetIbRecvMatch(comm, d, wc, &r, &evDev));
@@ -162,6 +168,10 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
       if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
       r->events[evDev]--;
       if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
+      if (comm->eager) {
+        int q = railnetIbQpIndex(base, d, wc->qp_num);
+        return railnetIbEagerDelivered(comm, r->id, &base->qps[q < 0 ? 0 : q]);
+      }
       return ncclSuccess;
     }
     default:

@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "completion.h"
 #include "devices.h"
+#include "eager.h"
 #include "failover.h"
 #include "ibvwrap.h"
 #include "matching.h"
@@ -122,6 +123,19 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     return ncclInvalidArgument;
   }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
+  int eager = comm->eager ? railnetIbEagerCanSend(comm, size) : 0;
+  if (eager < 0) { /* the signaled eager writes' completions end the writes before them */
+    int n = 0;
+    NCCLCHECK(railnetIbPollDev(base, -1 - eager, &n));
+    eager = railnetIbEagerCanSend(comm, size);
+  }
+  if (eager > 0) { /* eager.h: no clear-to-send waited for */
+    struct ncclIbRequest* req;
+    NCCLCHECK(getRequest(base, &req, NULL));
+    NCCLCHECK(railnetIbEagerSend(comm, req, data, size, phandle));
+    *request = req;
+    return ncclSuccess;
+  }
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   if (comm->ctsCount == 0) {
     int n = 0;
@@ -183,6 +197,12 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
       return ncclInvalidArgument;
     }
   }
+  if (comm->eager && n != 1) {
+    WARN("NET/IB : irecv of %d buffers on a comm with eager messages (RAILNET_IB_EAGER_SIZE): it takes one buffer "
+         "per irecv (maxRecvs 1); unset RAILNET_IB_EAGER_SIZE for multi-receives",
+         n);
+    return ncclInvalidArgument;
+  }
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   if (comm->recvReqs[slot] != NULL) return ncclSuccess; /* that position's request is not done yet */
   struct ncclIbRequest* req;
@@ -220,7 +240,9 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
     elems[i].idx = base->fifoHead + 1;
   }
   if (base->fo) base->fo->recvMissing[slot] = ~0ull >> (64 - railnetIbChunksPerMsg(base));
-  NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);
+  int cts = 1;
+  if (comm->eager) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], &cts), res, fail);
+  if (cts) NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);
   comm->recvReqs[slot] = req;
   base->fifoHead++;
   *request = req;
@@ -315,6 +337,8 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
         if (sizes) sizes[0] = (int)r->send.size;
         struct ncclIbSendComm* sc = (struct ncclIbSendComm*)base;
         if (--sc->sendReqsCnt[slot] == 0) memset(sc->sendReqs[slot], 0, sizeof(sc->sendReqs[slot]));
+      } else if (r->type == NCCL_NET_IB_REQ_EAGER) {
+        if (sizes) sizes[0] = (int)r->send.size;
       }
       *done = 1;
       if (r->type != NCCL_NET_IB_REQ_FLUSH) base->work.msgs++;

@@ -80,6 +80,9 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
   base->work.wrs += (uint64_t)(separateImm ? nreqs + 1 : nreqs);
   qp->sqPosted += comm->slotWrs[slot];
+  /* its completion also ends the unsignaled eager writes before it on this QP (eager.h) */
+  comm->slotWrs[slot] = (uint8_t)(comm->slotWrs[slot] + qp->eagerUnsig);
+  qp->eagerUnsig = 0;
   for (int r = 0; base->prof && r < nreqs; r++)
     NCCLCHECK(railnetIbProfStart(base, reqs[r], reqs[r]->phandle, (int)(qp - base->qps), wrs[r].opcode,
                                  sges[r].length));
@@ -108,6 +111,9 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
    * one in RAILNET_IB_FIFO_SLOTS per QP (every one on a QP standing in for a gone one, which
    * takes the writes of more than one) */
   if (slot == qp->devIndex || qp != meant || rewrite) wr.send_flags |= IBV_SEND_SIGNALED;
+  /* an eager comm skips the clear-to-send of small irecvs, maybe the signaled slot's too */
+  if (comm->eager && ++qp->ctsUnsig >= RAILNET_IB_FIFO_SLOTS / 2) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (wr.send_flags & IBV_SEND_SIGNALED) qp->ctsUnsig = 0;
   wr.wr_id = (uint64_t)slot | (rewrite ? RAILNET_IB_FO_CTS_REWRITE : 0);
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));

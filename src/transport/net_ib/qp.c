@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "qp.h"
+#include "eager.h"
 #include "failover.h"
 #include "matching.h"
 #include "devices.h"
@@ -198,6 +199,7 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   if (base == NULL) return;
   railnetIbProfFree(base);
   railnetIbFoFree(base); /* its QPs first: they use the CQs */
+  railnetIbEagerFree(base->isSend ? ((struct ncclIbSendComm*)base)->eager : ((struct ncclIbRecvComm*)base)->eager);
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp) wrap_ibv_destroy_qp(base->qps[q].qp);
   free(base->qps);
@@ -329,12 +331,15 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
   NCCLCHECK(createQps(base, nqps, meta));
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
-    NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->fifo, sizeof(comm->fifo),
+    /* the fifo and, after it, the eager credit word (eager.h) */
+    size_t fifoBytes = (size_t)((char*)&comm->eagerReleased + sizeof(comm->eagerReleased) - (char*)comm->fifo);
+    NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->fifo, fifoBytes,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->sizes, sizeof(comm->sizes), IBV_ACCESS_LOCAL_WRITE));
     fillDevInfo(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
   if (railnetIbFoWanted()) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
+  railnetIbEagerSendMeta(comm, meta);
   comm->ar = ncclIbDevs[base->devs[0].ibDevN].ar;
   meta->magic = RAILNET_IB_META_MAGIC;
   meta->version = RAILNET_IB_META_VERSION;
@@ -357,6 +362,7 @@ ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct 
   comm->remSizesAddr = remote->fifoAddr;
   for (int i = 0; i < remote->ndevs; i++) comm->remSizesRkeys[i] = remote->devs[i].fifoRkey;
   NCCLCHECK(railnetIbSendModeSetup(comm, remote, peer));
+  NCCLCHECK(railnetIbEagerSendConnect(comm, remote, peer));
   return connectQps(base, remote, local->tc, local->tc, local->sl, NULL);
 }
 
@@ -384,6 +390,7 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->elems, sizeof(comm->elems), IBV_ACCESS_LOCAL_WRITE));
     fillDevInfo(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
+  NCCLCHECK(railnetIbEagerRecvSetup(comm, rem, meta, peer));
   base->nRemDevs = rem->ndevs;
   memcpy(base->remDevs, rem->devs, sizeof(base->remDevs));
   snprintf(base->remDevName, sizeof(base->remDevName), "%.*s", (int)sizeof(rem->devName) - 1, rem->devName);

@@ -41,6 +41,12 @@ ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, co
       return ncclRemoteError;
     }
   }
+  if ((m->devs[0].flags & RAILNET_IB_FLAG_EAGER) &&
+      (m->eagerSize < 1 || m->eagerSize > RAILNET_IB_EAGER_MAX_BYTES || m->eagerAddr == 0)) {
+    WARN("NET/IB : peer %s sent invalid eager settings: %u bytes (1..%d), address 0x%llx", peer, m->eagerSize,
+         RAILNET_IB_EAGER_MAX_BYTES, (unsigned long long)m->eagerAddr);
+    return ncclRemoteError;
+  }
   for (int q = 0; q < m->nqps; q++) {
     if (m->qpInfo[q].devIndex < 0 || m->qpInfo[q].devIndex >= m->ndevs || m->qpInfo[q].qpn == 0 ||
         m->qpInfo[q].qpn > 0xffffff) {

@@ -30,7 +30,7 @@ extern "C" {
 #define RAILNET_IB_HANDLE_MAGIC 0x7261696c4e494232ULL /* "railNIB2": listenGids added */
 #define RAILNET_IB_HANDLE_GIDS 2
 #define RAILNET_IB_META_MAGIC 0x7261696c4d455441ULL   /* "railMETA" */
-#define RAILNET_IB_META_VERSION 2
+#define RAILNET_IB_META_VERSION 3 /* 3: eager messages (eagerRkey, eagerAddr, eagerSize) */
 /* Slots of the sender's fifo (and of the receiver's sizes records): one per irecv in flight,
  * at most NCCL_NET_MAX_REQUESTS of them per comm (NCCL's limit). Version 1 had 256. */
 #define RAILNET_IB_FIFO_SLOTS NCCL_NET_MAX_REQUESTS
@@ -40,6 +40,10 @@ extern "C" {
 /* ncclIbDevInfo.flags of either side's first device: NCCL_IB_RESILIENCY_PORT_FAILOVER=1 there
  * (the receiver sets it only when the sender did: then the comm fails over, failover.h) */
 #define RAILNET_IB_FLAG_FAILOVER 0x2
+/* ncclIbDevInfo.flags of either side's first device: eager messages (eager.h); the sender
+ * asks, the receiver agrees (then eagerSize is the agreed size) */
+#define RAILNET_IB_FLAG_EAGER 0x4
+#define RAILNET_IB_EAGER_MAX_BYTES 1024 /* the largest eagerSize (a ring slot) */
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
@@ -69,6 +73,7 @@ struct ncclIbDevInfo {
   uint8_t mtu;                         /* enum ibv_mtu */
   uint8_t flags;                       /* receiver, devs[0]: RAILNET_IB_FLAG_* (0 from older peers) */
   int32_t gidIndex;
+  uint32_t eagerRkey;                  /* receiver of an eager comm: its ring's rkey on this device */
   union ibv_gid gid;
   uint32_t fifoRkey;                   /* sender: its fifo; receiver: its sizes records */
   uint32_t physDev;                    /* the sender's physical device index + 1 (0: not told) */
@@ -93,7 +98,12 @@ struct ncclIbConnectionMetadata {
   uint64_t fifoAddr;                   /* sender: its fifo; receiver: its sizes records */
   struct ncclIbDevInfo devs[NCCL_IB_MAX_DEVS_PER_NIC];
   struct ncclIbQpInfo qpInfo[NCCL_IB_MAX_QPS];
-  char devName[MAX_MERGED_DEV_NAME];
+  char devName[MAX_MERGED_DEV_NAME - 16];
+  /* RAILNET_IB_FLAG_EAGER (eager.h): sender: its credit word (in its fifo's registration) and
+   * its RAILNET_IB_EAGER_SIZE; receiver: its ring and the size agreed */
+  uint64_t eagerAddr;
+  uint32_t eagerSize;
+  uint32_t eagerPad;
 };
 
 #ifndef __cplusplus
@@ -102,6 +112,11 @@ _Static_assert(offsetof(struct ncclIbHandle, listenGids) == 48, "the IB handle: 
 _Static_assert(sizeof(struct ncclIbSendFifo) == 64, "clear-to-send entry: version 1 layout");
 _Static_assert(offsetof(struct ncclIbSendFifo, idx) == 56, "clear-to-send entry: version 1 layout");
 _Static_assert(sizeof(struct ncclIbDevInfo) == 40, "connection metadata (device): version 1 layout");
+_Static_assert(offsetof(struct ncclIbDevInfo, eagerRkey) == 12 && offsetof(struct ncclIbDevInfo, gid) == 16,
+               "connection metadata (device): version 3 layout");
+_Static_assert(offsetof(struct ncclIbConnectionMetadata, eagerAddr) ==
+                   40 + NCCL_IB_MAX_DEVS_PER_NIC * 40 + NCCL_IB_MAX_QPS * 28 + MAX_MERGED_DEV_NAME - 16,
+               "connection metadata: version 3 layout");
 _Static_assert(sizeof(struct ncclIbQpInfo) == 28, "connection metadata (QP): version 1 layout");
 _Static_assert(offsetof(struct ncclIbConnectionMetadata, devs) == 40, "connection metadata: version 1 layout");
 _Static_assert(sizeof(struct ncclIbConnectionMetadata) ==

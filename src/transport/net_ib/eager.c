@@ -1,0 +1,278 @@
+/*
+ * Eager small messages (eager.h).
+ */
+#include <endian.h>
+#include <stdlib.h>
+#include <string.h>
+#include "eager.h"
+#include "debug.h"
+#include "devices.h"
+#include "failover.h"
+#include "gdr.h"
+#include "ibvwrap.h"
+#include "matching.h"
+#include "param.h"
+#include "post.h"
+#include "prof.h"
+#include "socket.h"
+
+enum { P_EAGER_SIZE };
+static const railnetParam eagerParams[] = {
+    [P_EAGER_SIZE] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_SIZE", 0, 0, RAILNET_IB_EAGER_MAX,
+                                           "IB: messages of at most this many bytes are RDMA-written into a ring "
+                                           "of the receiver without waiting for its clear-to-send entry (both "
+                                           "ends must set it; host receive buffers only; the devices then report "
+                                           "maxRecvs 1). 0: off"),
+};
+RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
+
+int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_SIZE]); }
+
+#define RING_BYTES (RAILNET_IB_EAGER_SLOTS * RAILNET_IB_EAGER_MAX)
+
+/* buf of RING_BYTES + 64 (the receiver's credit word after the ring), registered on every
+ * device of base. */
+static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, struct railnetIbEager** out) {
+  struct railnetIbEager* e = NULL;
+  NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
+  void* p = NULL;
+  if (posix_memalign(&p, 4096, RING_BYTES + 64) != 0 || p == NULL) {
+    free(e);
+    WARN("NET/IB : out of memory for an eager ring (%d bytes)", RING_BYTES + 64);
+    return ncclSystemError;
+  }
+  memset(p, 0, RING_BYTES + 64);
+  e->buf = (uint8_t*)p;
+  for (int d = 0; d < base->vProps.ndevs; d++) {
+    ncclResult_t r = wrap_ibv_reg_mr(&e->mrs[d], base->devs[d].pd, e->buf, RING_BYTES + 64, access);
+    if (r != ncclSuccess) {
+      railnetIbEagerFree(e);
+      return r;
+    }
+  }
+  *out = e;
+  return ncclSuccess;
+}
+
+void railnetIbEagerFree(struct railnetIbEager* e) {
+  if (e == NULL) return;
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
+    if (e->mrs[d]) wrap_ibv_dereg_mr(e->mrs[d]);
+  free(e->buf);
+  free(e);
+}
+
+void railnetIbEagerSendMeta(struct ncclIbSendComm* comm, struct ncclIbConnectionMetadata* meta) {
+  int size = railnetIbEagerSize();
+  if (size <= 0) return;
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER;
+  meta->eagerSize = (uint32_t)size;
+  meta->eagerAddr = (uint64_t)(uintptr_t)&comm->eagerReleased;
+}
+
+ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                       const char* peer) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  if (railnetIbEagerSize() <= 0) return ncclSuccess;
+  if (!(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER)) {
+    INFO(NCCL_NET, "NET/IB : send comm to %s: no eager messages (the receiver did not agree: see its log)", peer);
+    return ncclSuccess;
+  }
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, &comm->eager));
+  comm->eager->size = rem->eagerSize;
+  comm->eager->remAddr = rem->eagerAddr;
+  for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
+  comm->eagerReleased = 0;
+  INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly", peer, comm->eager->size);
+  return ncclSuccess;
+}
+
+/* Why the receiver cannot take eager messages on this comm (NULL: it can). */
+static const char* eagerRefusal(struct ncclIbRecvComm* comm) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  if (base->fo) return "port failover is on";
+  if (base->matchById) return "receives are matched by ID";
+  if (base->splitDataOnQps) return "messages are split over QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)";
+  if (ncclIbGdrSupport() == ncclSuccess) return "GPUDirect RDMA is available (receive buffers may be GPU memory)";
+  for (int d = 0; d < base->vProps.ndevs; d++) {
+    int dev = base->devs[d].ibDevN;
+    if (dev < RAILNET_GDR_MAX_DEVS && ncclIbDmaBufSupport(dev, ncclIbDevs[dev].context) == ncclSuccess)
+      return "DMA-BUF is available (receive buffers may be GPU memory)";
+  }
+  return NULL;
+}
+
+ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                     struct ncclIbConnectionMetadata* meta, const char* peer) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  int mine = railnetIbEagerSize();
+  if (mine <= 0) return ncclSuccess;
+  const char* no = !(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER) ? "the sender does not set RAILNET_IB_EAGER_SIZE"
+                                                                   : eagerRefusal(comm);
+  if (no) {
+    INFO(NCCL_NET, "NET/IB : receive comm with %s: no eager messages: %s", peer, no);
+    return ncclSuccess;
+  }
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &comm->eager));
+  struct railnetIbEager* e = comm->eager;
+  e->size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
+  e->remAddr = rem->eagerAddr; /* the sender's credit word */
+  if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
+    comm->prepost = 1;
+    for (int q = 0; q < base->nqps; q++) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
+  }
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER;
+  meta->eagerSize = e->size;
+  meta->eagerAddr = (uint64_t)(uintptr_t)e->buf;
+  for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->mrs[d]->rkey;
+  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots", peer,
+       e->size, RAILNET_IB_EAGER_SLOTS);
+  return ncclSuccess;
+}
+
+int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size) {
+  struct railnetIbEager* e = comm->eager;
+  struct ncclIbNetCommBase* base = &comm->base;
+  if (e == NULL || size > e->size || comm->ctsCount != 0) return 0;
+  int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
+  /* the receiver announced this position already: its buffer takes the bytes directly */
+  if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
+  if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return 0; /* ring full */
+  struct ncclIbQp* qp = railnetIbMsgQp(base, base->fifoHead, 0);
+  return qp->sqPosted + 1 <= base->sqDepth ? 1 : -1 - qp->devIndex;
+}
+
+ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
+                                void* phandle) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  uint64_t pos = base->fifoHead;
+  struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
+  uint8_t* slot = e->buf + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
+  if (size) memcpy(slot, data, size);
+  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)size, e->mrs[qp->devIndex]->lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.sg_list = &sge;
+  wr.num_sge = size ? 1 : 0;
+  wr.imm_data = htobe32(RAILNET_IB_EAGER_IMM | (uint32_t)size);
+  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
+  wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
+  if (base->useInline && size <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
+  wr.wr_id = RAILNET_IB_EAGER_WR;
+  /* unsignaled writes leave the send queue with a later signaled one: one in _SIGNAL */
+  if (qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    wr.wr_id |= (uint64_t)qp->eagerUnsig + 1;
+  }
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
+  qp->sqPosted++;
+  if (wr.send_flags & IBV_SEND_SIGNALED) qp->eagerUnsig = 0;
+  else qp->eagerUnsig++;
+  req->type = NCCL_NET_IB_REQ_EAGER;
+  req->id = pos;
+  req->send.size = size;
+  req->phandle = phandle;
+  if (base->prof)
+    NCCLCHECK(railnetIbProfStart(base, req, phandle, (int)(qp - base->qps), IBV_WR_RDMA_WRITE_WITH_IMM, (uint32_t)size));
+  base->fifoHead++;
+  return ncclSuccess;
+}
+
+/* Tells the sender the positions delivered in order, once half the ring is free again;
+ * signaled (the completion also ends the unsignaled clear-to-send writes before it). */
+static ncclResult_t tellSender(struct ncclIbRecvComm* comm, struct ncclIbQp* qp) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  if (e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2) return ncclSuccess;
+  volatile uint64_t* word = (volatile uint64_t*)(e->buf + RING_BYTES);
+  *word = e->released;
+  struct ibv_sge sge = {(uintptr_t)word, sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = e->remAddr;
+  wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = RAILNET_IB_EAGER_WR;
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
+  qp->ctsUnsig = 0;
+  e->told = e->released;
+  return ncclSuccess;
+}
+
+ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, struct ncclIbQp* qp) {
+  struct railnetIbEager* e = comm->eager;
+  if (e == NULL) return ncclSuccess;
+  if (id < e->released || id - e->released >= 64) {
+    WARN("NET/IB : eager comm delivered fifo position %llu outside its window [%llu, +64)", (unsigned long long)id,
+         (unsigned long long)e->released);
+    return ncclInternalError;
+  }
+  e->doneMask |= 1ull << (id - e->released);
+  while (e->doneMask & 1) {
+    e->doneMask >>= 1;
+    e->released++;
+  }
+  return tellSender(comm, qp);
+}
+
+/* Copies a message of size bytes from ring slot s into receive r (what fits: a larger size
+ * fails the size check at test()). */
+static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d,
+                            struct ncclIbQp* qp) {
+  size_t n = size <= r->recv.posted[0] ? size : 0;
+  if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
+  r->recv.sizes[0] = (int)size;
+  r->events[d]--;
+  return railnetIbEagerDelivered(comm, r->id, qp);
+}
+
+ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
+                                      size_t posted, int* cts) {
+  struct railnetIbEager* e = comm->eager;
+  req->recv.buf = data;
+  int s = (int)(req->id % RAILNET_IB_EAGER_SLOTS);
+  if (e->arrived[s] == req->id + 1) {
+    struct ncclIbQp* qp = railnetIbMsgQp(&comm->base, req->id, 0);
+    e->arrived[s] = 0;
+    *cts = 0;
+    return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex, qp);
+  }
+  *cts = posted > e->size;
+  return ncclSuccess;
+}
+
+ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  char peer[SOCKET_NAME_MAXLEN];
+  int q = railnetIbQpIndex(base, d, wc->qp_num);
+  uint32_t size = be32toh(wc->imm_data) & ~RAILNET_IB_EAGER_IMM;
+  uint64_t id = q >= 0 ? comm->qpNextId[q] : 0;
+  if (q < 0 || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
+      e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
+    WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
+         "%u bytes, %d positions beyond %llu, one per ring slot",
+         ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id, e->size,
+         RAILNET_IB_EAGER_SLOTS, (unsigned long long)e->released);
+    return ncclRemoteError;
+  }
+  struct ncclIbQp* qp = &base->qps[q];
+  comm->qpNextId[q] += (uint64_t)base->nqps;
+  NCCLCHECK(railnetIbPostRecvs(base, qp->qp, 1));
+  int s = (int)(id % RAILNET_IB_EAGER_SLOTS);
+  struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];
+  if (r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id && r->events[d] > 0) {
+    if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
+    return deliver(comm, r, s, size, d, qp);
+  }
+  e->arrived[s] = id + 1; /* waits in the ring for its irecv */
+  e->arrivedSize[s] = size;
+  return ncclSuccess;
+}

@@ -1,0 +1,86 @@
+/*
+ * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends): a message of at most that
+ * many bytes is not waited for with a clear-to-send entry. The sender copies it into a
+ * registered bounce slot and RDMA-writes it, with an immediate (RAILNET_IB_EAGER_IMM | size),
+ * into slot (fifo position % RAILNET_IB_EAGER_SLOTS) of a ring the receiver registered; its
+ * isend is done at once, and only one write in RAILNET_IB_EAGER_SIGNAL is signaled. The
+ * receiver copies the bytes into the irecv's buffer (at once when the irecv came first,
+ * otherwise at the irecv) and writes no clear-to-send entry for an irecv of at most that
+ * size; larger irecvs announce themselves as before and a small message may still come
+ * eagerly into them. The receiver tells the sender how many fifo positions it has
+ * delivered in order (one RDMA write into the sender's credit word per
+ * RAILNET_IB_EAGER_SLOTS / 2 positions); the sender writes position p eagerly only when p <
+ * that count + RAILNET_IB_EAGER_SLOTS, so a ring slot and its bounce slot are free again.
+ *
+ * An 8-byte round trip then costs one data write with its acknowledgement each way and the
+ * receive completions, instead of a clear-to-send write, a data write and their completions.
+ * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
+ * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER in
+ * its metadata, the smaller of both sizes) only when its receive buffers are host memory
+ * (no GPUDirect RDMA on its devices: the CPU copies out of the ring), the comm matches by
+ * index and does not fail over or split messages over QPs. With the variable set the
+ * devices report maxRecvs 1 (a sender cannot know how many buffers an irecv it has not seen
+ * has), and an irecv of more than one buffer on an eager comm is refused.
+ */
+#ifndef RAILNET_NET_IB_EAGER_H
+#define RAILNET_NET_IB_EAGER_H
+#include <stdint.h>
+#include "comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAILNET_IB_EAGER_SLOTS 16
+#define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* bytes per ring slot: the largest RAILNET_IB_EAGER_SIZE */
+#define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
+#define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
+#define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
+
+struct railnetIbEager {
+  uint32_t size;                       /* the largest message sent eagerly (agreed) */
+  uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
+  struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
+  /* sender: the receiver's ring */
+  uint64_t remAddr;
+  uint32_t remRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  /* receiver */
+  uint64_t arrived[RAILNET_IB_EAGER_SLOTS]; /* position + 1 of a message waiting in the slot, 0: none */
+  uint32_t arrivedSize[RAILNET_IB_EAGER_SLOTS];
+  uint64_t released;                   /* positions below it delivered */
+  uint64_t doneMask;                   /* bit i: position released + i delivered */
+  uint64_t told;                       /* the count last written to the sender */
+};
+
+/* RAILNET_IB_EAGER_SIZE (0: off). */
+int railnetIbEagerSize(void);
+/* Sender, before sending its metadata: asks for eager messages (flag, its size, its credit
+ * word's address, in its fifo's registration). */
+void railnetIbEagerSendMeta(struct ncclIbSendComm* comm, struct ncclIbConnectionMetadata* meta);
+/* Sender, the receiver's metadata in hand: on when it agreed (bounce slots registered). */
+ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                       const char* peer);
+/* Receiver, QPs connected and its mode set: agrees or not (INFO either way when asked),
+ * registers the ring, keeps receive WRs posted, fills meta's eager fields. */
+ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                     struct ncclIbConnectionMetadata* meta, const char* peer);
+/* isend: whether this message goes eagerly now (position fifoHead): 1 yes, 0 no, -1 - d
+ * when only the send queue of its QP, on device d, is full (its completions not polled). */
+int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size);
+/* Writes it (req: a fresh request of the comm, made NCCL_NET_IB_REQ_EAGER and done). */
+ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
+                                void* phandle);
+/* irecv of one buffer (req counted on its QP's device): delivers a message already in the
+ * ring; *cts: whether the irecv still announces itself with a clear-to-send entry. */
+ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
+                                      size_t posted, int* cts);
+/* A receive completion with RAILNET_IB_EAGER_IMM on device d. */
+ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
+/* A message of the eager comm reached its buffer some other way (a data write): position id. */
+ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, struct ncclIbQp* qp);
+void railnetIbEagerFree(struct railnetIbEager* e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,208 @@
+// Eager small messages (RAILNET_IB_EAGER_SIZE, src/transport/net_ib/eager.h) on real
+// soft-RoCE (the tier's rxe0 and rxe1 on one veth pair; both ends in this process, the
+// sender on a thread where they run at once): every byte of a mix of eager and rendezvous
+// messages into small and large receive buffers; what a small message costs (work requests
+// and completions on each side, counted by the comms) against the default protocol;
+// messages waiting in the ring before their irecvs and a full ring holding the sender
+// back; maxRecvs 1 and a multi-receive refused.
+#include "test_util.h"
+#include <string.h>
+#include <thread>
+#include <vector>
+#include "net_pair.h"
+
+extern "C" {
+#include "ibvwrap.h"
+#include "../../src/transport/net_ib/comm.h"
+#include "../../src/transport/net_ib/devices.h"
+#include "../../src/transport/net_ib/eager.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
+}
+#include "ib_test_env.h"
+
+namespace {
+
+const ncclNet_t* ib = &railnetNetIb;
+
+long long deadlineIn(int ms) { return netNowNs() + (long long)ms * 1000000LL; }
+
+class IbEagerSoftRoceTest : public IbTwoDevicesTest {
+ protected:
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  std::vector<char> sbuf, rbuf;
+
+  void connect(const char* eager) {
+    if (eager) env.set("RAILNET_IB_EAGER_SIZE", eager);
+    else env.unset("RAILNET_IB_EAGER_SIZE");
+    initTwoDevices();
+    ASSERT_EQ(ib->listen(ctx, 1, handle, &lc), ncclSuccess);
+    ASSERT_TRUE(netConnectPair(ib, ctx, 0, handle, lc, &sc, &rc, 60000));
+    sbuf.assign(1 << 20, 0);
+    rbuf.assign(1 << 20, 0);
+    ASSERT_EQ(ib->regMr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+    ASSERT_EQ(ib->regMr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  }
+  void TearDown() override {
+    if (smh) ib->deregMr(sc, smh);
+    if (rmh) ib->deregMr(rc, rmh);
+    if (sc) ib->closeSend(sc);
+    if (rc) ib->closeRecv(rc);
+    if (lc) ib->closeListen(lc);
+    IbTwoDevicesTest::TearDown();
+  }
+  struct ncclIbNetCommBase* sbase() { return (struct ncclIbNetCommBase*)sc; }
+  struct ncclIbNetCommBase* rbase() { return (struct ncclIbNetCommBase*)rc; }
+  // isend until the transport takes it (NULL request: later), within the deadline.
+  void* isend(size_t off, size_t size, long long dl) {
+    void* req = nullptr;
+    while (req == nullptr && netNowNs() < dl) {
+      if (ib->isend(sc, sbuf.data() + off, size, 7, smh, nullptr, &req) != ncclSuccess) return nullptr;
+    }
+    return req;
+  }
+  void* irecv(size_t off, size_t posted) {
+    void* data = rbuf.data() + off;
+    int tag = 7;
+    void* req = nullptr;
+    EXPECT_EQ(ib->irecv(rc, 1, &data, &posted, &tag, &rmh, nullptr, &req), ncclSuccess);
+    return req;
+  }
+  // n ping-pong-like exchanges of size bytes (irecv first, then isend, both tested to the end).
+  void exchange(int n, size_t size) {
+    for (int i = 0; i < n; i++) {
+      memset(sbuf.data(), (char)(i + 1), size);
+      void* r = irecv(0, size);
+      ASSERT_NE(r, nullptr);
+      void* s = isend(0, size, deadlineIn(10000));
+      ASSERT_NE(s, nullptr) << "message " << i;
+      std::string err;
+      int got = -1;
+      ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+      ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
+      ASSERT_EQ(got, (int)size);
+      for (size_t b = 0; b < size; b++) ASSERT_EQ(rbuf[b], (char)(i + 1)) << "message " << i << " byte " << b;
+    }
+  }
+};
+
+// What 200 8-byte messages cost each side, eager against the default protocol.
+TEST_F(IbEagerSoftRoceTest, SmallMessageCostsOneWriteAndFewerCompletions) {
+  connect("1024");
+  ASSERT_NE(((struct ncclIbSendComm*)sc)->eager, nullptr);
+  ASSERT_NE(((struct ncclIbRecvComm*)rc)->eager, nullptr);
+  const int n = 200;
+  exchange(n, 8);
+  double sw = (double)sbase()->work.wrs / n, scq = (double)sbase()->work.cqes / n;
+  double rw = (double)rbase()->work.wrs / n, rcq = (double)rbase()->work.cqes / n;
+  printf("eager, per 8-byte message: sender %.2f WRs %.2f CQEs, receiver %.2f WRs %.2f CQEs\n", sw, scq, rw, rcq);
+  // sender: one write, one in RAILNET_IB_EAGER_SIGNAL signaled; receiver: a receive WR reposted
+  // and a credit write per RAILNET_IB_EAGER_SLOTS / 2 messages (plus the pre-posted ones)
+  EXPECT_LE(sw, 1.01);
+  EXPECT_LE(scq, 1.0 / RAILNET_IB_EAGER_SIGNAL + 0.01);
+  EXPECT_LE(rw, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + (double)RAILNET_IB_FIFO_SLOTS / n + 0.01);
+  EXPECT_LE(rcq, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01);
+}
+
+TEST_F(IbEagerSoftRoceTest, DefaultProtocolCostsAClearToSendPerMessage) {
+  connect(nullptr);
+  ASSERT_EQ(((struct ncclIbSendComm*)sc)->eager, nullptr);
+  ASSERT_EQ(((struct ncclIbRecvComm*)rc)->eager, nullptr);
+  const int n = 200;
+  exchange(n, 8);
+  double sw = (double)sbase()->work.wrs / n, scq = (double)sbase()->work.cqes / n;
+  double rw = (double)rbase()->work.wrs / n, rcq = (double)rbase()->work.cqes / n;
+  printf("default, per 8-byte message: sender %.2f WRs %.2f CQEs, receiver %.2f WRs %.2f CQEs\n", sw, scq, rw, rcq);
+  EXPECT_GE(scq, 1.0);  // every data write is signaled
+  EXPECT_GE(rw, 2.0);   // a receive WR and a clear-to-send write
+}
+
+// Eager and rendezvous mixed: sizes around the threshold into buffers of the message's
+// size (no clear-to-send) and into large ones (announced; a small message may still come
+// eagerly), several in flight, every byte checked.
+TEST_F(IbEagerSoftRoceTest, MixedSizesAndBuffersMoveEveryByte) {
+  env.set("RAILNET_IB_EAGER_SIZE", "1024");
+  initTwoDevices();
+  ASSERT_EQ(ib->listen(ctx, 1, handle, &lc), ncclSuccess);
+  void *s = nullptr, *r = nullptr;
+  ASSERT_TRUE(netConnectPair(ib, ctx, 0, handle, lc, &s, &r, 60000));
+  NetPlan plan;
+  plan.sizes = {0, 1, 8, 1023, 1024, 1025, 65536 + 3, 1 << 20};
+  for (int k = 0; k < 120; k++) {
+    size_t size = (size_t)(k * 97) % 2100;
+    plan.groups.push_back({NetMsg{size, k % 2 ? size : (size_t)70000}});
+  }
+  plan.inflight = 8;
+  plan.deadlineMs = 120000;
+  std::string sendErr, recvErr;
+  {
+    NetSideBuffers sb, rb;
+    std::thread sender([&] { sendErr = netRunSide(ib, s, true, plan, &sb); });
+    recvErr = netRunSide(ib, r, false, plan, &rb);
+    sender.join();
+    EXPECT_NE(((struct ncclIbSendComm*)s)->eager, nullptr);
+    ib->closeSend(s);
+    ib->closeRecv(r);
+  }
+  EXPECT_EQ(sendErr, "");
+  EXPECT_EQ(recvErr, "");
+}
+
+// Sixteen messages before any irecv: each isend is done at once and the bytes wait in the
+// ring; the seventeenth waits for room; the irecvs then find them in order.
+TEST_F(IbEagerSoftRoceTest, MessagesWaitInTheRingAndAFullRingHoldsTheSender) {
+  connect("1024");
+  const int slots = RAILNET_IB_EAGER_SLOTS;
+  std::vector<void*> sends;
+  for (int i = 0; i < slots; i++) {
+    memset(sbuf.data() + i * 64, (char)(0x40 + i), 64);
+    void* req = nullptr;
+    ASSERT_EQ(ib->isend(sc, sbuf.data() + i * 64, 64, 7, smh, nullptr, &req), ncclSuccess);
+    ASSERT_NE(req, nullptr) << "eager isend " << i << " was not taken at once";
+    int done = 0;
+    ASSERT_EQ(ib->test(req, &done, nullptr), ncclSuccess);
+    EXPECT_EQ(done, 1) << "an eager isend is done when posted";
+  }
+  void* extra = nullptr;
+  memset(sbuf.data() + slots * 64, 0x7f, 64);
+  ASSERT_EQ(ib->isend(sc, sbuf.data() + slots * 64, 64, 7, smh, nullptr, &extra), ncclSuccess);
+  EXPECT_EQ(extra, nullptr) << "the ring is full: the next isend must wait";
+  for (int i = 0; i <= slots; i++) {
+    void* r = irecv(i * 64, 64);
+    ASSERT_NE(r, nullptr);
+    if (i == slots) {  // credits came back with the first irecvs: now it goes
+      extra = isend(slots * 64, 64, deadlineIn(10000));
+      ASSERT_NE(extra, nullptr) << "the sender never got room in the ring back";
+    }
+    std::string err;
+    int got = -1;
+    ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
+    EXPECT_EQ(got, 64);
+    for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[i * 64 + b], (char)(i == slots ? 0x7f : 0x40 + i)) << i;
+  }
+  std::string err;
+  ASSERT_TRUE(netWait(ib, extra, nullptr, deadlineIn(10000), &err)) << err;
+}
+
+TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {
+  connect("512");
+  ncclNetProperties_t props;
+  ASSERT_EQ(ib->getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.maxRecvs, 1);
+  EXPECT_EQ(((struct ncclIbRecvComm*)rc)->eager->size, 512u);
+  LogCapture cap;
+  void* data[2] = {rbuf.data(), rbuf.data() + 4096};
+  size_t sizes[2] = {64, 64};
+  int tags[2] = {1, 2};
+  void* mh[2] = {rmh, rmh};
+  void* req = nullptr;
+  EXPECT_EQ(ib->irecv(rc, 2, data, sizes, tags, mh, nullptr, &req), ncclInvalidArgument);
+  EXPECT_EQ(req, nullptr);
+  EXPECT_TRUE(LogCapture::contains("irecv of 2 buffers on a comm with eager messages")) << LogCapture::all();
+  exchange(20, 512);  // the comm still works
+}
+
+}  // namespace
