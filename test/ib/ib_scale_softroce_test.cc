@@ -16,6 +16,8 @@
 extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
+#include "../../src/transport/net_ib/comm.h"
+#include "../../src/transport/net_ib/eager.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }
@@ -56,10 +58,23 @@ std::map<std::string, long> verbsObjects() {
   return m;
 }
 
-class IbScaleTest : public IbTwoDevicesTest {};
+class IbScaleTest : public IbTwoDevicesTest {
+ protected:
+  // n comm pairs opened, a message of 8 bytes over each into a receive of posted bytes, all
+  // closed: fds and verbs objects back to where they were.
+  void openMoveClose(int n, size_t posted);
+};
 
-TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) {
-  const int n = 512;
+TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) { openMoveClose(512, 4096); }
+
+// With eager messages each comm also registers a ring or bounce slots (eager.h); 8-byte
+// receives: the messages go eagerly.
+TEST_F(IbScaleTest, EagerCommPairsCloseWithoutLeaks) {
+  env.set("RAILNET_IB_EAGER_SIZE", "1024");
+  openMoveClose(128, 8);
+}
+
+void IbScaleTest::openMoveClose(int n, size_t posted) {
   struct rlimit rl;
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
   if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)(4 * n)) RAILNET_SKIP("RLIMIT_NOFILE hard limit too low");
@@ -99,12 +114,17 @@ TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) {
   std::map<std::string, long> objsOpen = verbsObjects();
   EXPECT_GE(objsOpen["rxe0 qp"] + objsOpen["rxe1 qp"], objs0["rxe0 qp"] + objs0["rxe1 qp"] + 2 * n);
   EXPECT_GE(openFds(), fds0 + 3 * n) << "a listen, a connected and an accepted socket per pair";
+  if (posted <= 1024 && railnetIbEagerSize() > 0) {
+    for (int i = 0; i < n; i++) {
+      ASSERT_TRUE(((struct ncclIbSendComm*)sc[i])->eager && ((struct ncclIbRecvComm*)rc[i])->eager) << "pair " << i;
+    }
+  }
 
   // a message over every pair
   std::vector<void*> rr(n, nullptr), sr(n, nullptr);
   for (int i = 0; i < n; i++) {
     void* data = rbuf[i].data();
-    size_t size = rbuf[i].size();
+    size_t size = posted;
     int tag = i;
     ASSERT_EQ(ib->irecv(rc[i], 1, &data, &size, &tag, &rmh[i], nullptr, &rr[i]), ncclSuccess);
     ASSERT_NE(rr[i], nullptr);
