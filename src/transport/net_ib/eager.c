@@ -2,8 +2,10 @@
  * Eager small messages (eager.h).
  */
 #include <endian.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "eager.h"
 #include "debug.h"
 #include "devices.h"
@@ -29,22 +31,22 @@ RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_SIZE]); }
 
 #define RING_BYTES (RAILNET_IB_EAGER_SLOTS * RAILNET_IB_EAGER_MAX)
+#define BUF_BYTES (RING_BYTES + 4096) /* the receiver's credit word in the page after the ring */
 
-/* buf of RING_BYTES + 64 (the receiver's credit word after the ring), registered on every
- * device of base. */
+/* buf of BUF_BYTES, pages of its own (munmap gives them back at close, no heap holes),
+ * registered on every device of base. */
 static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, struct railnetIbEager** out) {
   struct railnetIbEager* e = NULL;
   NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
-  void* p = NULL;
-  if (posix_memalign(&p, 4096, RING_BYTES + 64) != 0 || p == NULL) {
+  void* p = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
     free(e);
-    WARN("NET/IB : out of memory for an eager ring (%d bytes)", RING_BYTES + 64);
+    WARN("NET/IB : out of memory for an eager ring (%d bytes): %s", BUF_BYTES, strerror(errno));
     return ncclSystemError;
   }
-  memset(p, 0, RING_BYTES + 64);
   e->buf = (uint8_t*)p;
   for (int d = 0; d < base->vProps.ndevs; d++) {
-    ncclResult_t r = wrap_ibv_reg_mr(&e->mrs[d], base->devs[d].pd, e->buf, RING_BYTES + 64, access);
+    ncclResult_t r = wrap_ibv_reg_mr(&e->mrs[d], base->devs[d].pd, e->buf, BUF_BYTES, access);
     if (r != ncclSuccess) {
       railnetIbEagerFree(e);
       return r;
@@ -58,7 +60,7 @@ void railnetIbEagerFree(struct railnetIbEager* e) {
   if (e == NULL) return;
   for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
     if (e->mrs[d]) wrap_ibv_dereg_mr(e->mrs[d]);
-  free(e->buf);
+  if (e->buf) munmap(e->buf, BUF_BYTES);
   free(e);
 }
 
