@@ -220,6 +220,29 @@ TEST_F(IbEagerSoftRoceTest, MessagesWaitInTheRingAndAFullRingHoldsTheSender) {
   ASSERT_TRUE(netWait(ib, extra, nullptr, deadlineIn(10000), &err)) << err;
 }
 
+// A sender breaking NCCL's rule (a message larger than the receive: 2000 bytes into 100,
+// beyond the eager size) would wait for a clear-to-send that a small receive does not send:
+// after RAILNET_IB_EAGER_LATE_MS the receive announces itself and the sender's isend fails
+// with the WARN that names the sizes, instead of never returning a request.
+TEST_F(IbEagerSoftRoceTest, MessageLargerThanASmallReceiveEndsWithAWarnNotAHang) {
+  connect("1024");
+  LogCapture cap;
+  void* r = irecv(0, 100);
+  ASSERT_NE(r, nullptr);
+  long long dl = deadlineIn(10000);
+  ncclResult_t res = ncclSuccess;
+  void* s = nullptr;
+  while (s == nullptr && res == ncclSuccess && netNowNs() < dl) {
+    res = ib->isend(sc, sbuf.data(), 2000, 7, smh, nullptr, &s);
+    int done = 0;
+    ASSERT_EQ(ib->test(r, &done, nullptr), ncclSuccess);  // the receiver's progress
+    ASSERT_EQ(done, 0);
+  }
+  EXPECT_EQ(res, ncclInvalidUsage) << LogCapture::all();
+  EXPECT_EQ(s, nullptr);
+  EXPECT_TRUE(LogCapture::contains("no eager message in 1000 ms")) << LogCapture::all();
+}
+
 TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {
   connect("512");
   ncclNetProperties_t props;

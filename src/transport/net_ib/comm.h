@@ -73,6 +73,7 @@ struct ncclIbRequest {
     struct {
       int* sizes;                      /* nreqs entries (the sizes records of its slot) */
       void* buf;                       /* buffer 0 (an eager message is copied there) */
+      uint64_t lateNs;                 /* eager, no clear-to-send: when one is sent anyway (0: sent) */
       size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
     } recv;
   };

@@ -247,7 +247,18 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
     return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex, qp);
   }
   *cts = posted > e->size;
+  if (!*cts) req->recv.lateNs = railnetClockNs() + RAILNET_IB_EAGER_LATE_MS * 1000000ull;
   return ncclSuccess;
+}
+
+ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req) {
+  if (req->recv.lateNs == 0 || railnetClockNs() < req->recv.lateNs) return ncclSuccess;
+  req->recv.lateNs = 0;
+  char peer[SOCKET_NAME_MAXLEN];
+  INFO(NCCL_NET, "NET/IB : receive of fifo position %llu from %s: no eager message in %d ms; announcing it with a "
+       "clear-to-send entry", (unsigned long long)req->id, ncclSocketToString(&comm->base.sock.addr, peer, 1),
+       RAILNET_IB_EAGER_LATE_MS);
+  return railnetIbPostCts(comm, req, (int)(req->id % RAILNET_IB_FIFO_SLOTS), 0);
 }
 
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {

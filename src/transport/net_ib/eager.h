@@ -74,6 +74,12 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
  * ring; *cts: whether the irecv still announces itself with a clear-to-send entry. */
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
                                       size_t posted, int* cts);
+/* test() of a receive still in flight: an irecv that announced no clear-to-send and got no
+ * message within RAILNET_IB_EAGER_LATE_MS announces itself after all, so a sender whose
+ * message does not fit it (larger than the agreed size) gets the entry and its WARN
+ * instead of waiting for ever. */
+#define RAILNET_IB_EAGER_LATE_MS 1000
+ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req);
 /* A receive completion with RAILNET_IB_EAGER_IMM on device d. */
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
 /* A message of the eager comm reached its buffer some other way (a data write): position id. */

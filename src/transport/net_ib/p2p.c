@@ -355,6 +355,8 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
     for (int d = 0; d < base->vProps.ndevs; d++)
       if (railnetIbFoDevInUse(base, d)) NCCLCHECK(ncclIbStatsCheckFatalCount(&ncclIbDevs[base->devs[d].ibDevN].stats, "test"));
     if (base->fo) NCCLCHECK(railnetIbFoProgress(base));
+    if (r->type == NCCL_NET_IB_REQ_RECV && ((struct ncclIbRecvComm*)base)->eager)
+      NCCLCHECK(railnetIbEagerCheckLate((struct ncclIbRecvComm*)base, r));
     int polled = 0;
     for (int d = 0; d < base->vProps.ndevs; d++) {
       /* with failover every device's CQ: the receiver's completions may come on any, and a
