@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <stddef.h>
 #include "plugin_loader.h"
+#include "prof_recorder.h"
+#include "net_pair.h"
 
 extern "C" {
 #include "railnet.h"
@@ -158,6 +160,102 @@ TEST_F(Plugin, InvalidTransportChoiceIsRefused) {
   void* ctx = nullptr;
   EXPECT_EQ(v12->init(&ctx, 0, nullptr, LogCapture::logger, nullptr), ncclInvalidArgument);
   EXPECT_TRUE(LogCapture::contains("RAILNET_TRANSPORT=carrier-pigeon", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// The profiler callback NCCL hands to the exported init (v10's and v12's) reaches the
+// transport: a message through the plugin's own function tables gets its socket events under
+// the phandles passed, with NCCL's Socket plugin id, lengths adding up to the message.
+TEST_F(Plugin, ProfilerCallbackGivenToTheExportedInitReachesTheTransport) {
+  ScopedEnv env;
+  env.set("RAILNET_TRANSPORT", "socket");
+  env.set("NCCL_SOCKET_IFNAME", "lo");
+  auto* v10 = sym<ncclNet_v10_t>("ncclNetPlugin_v10");
+  auto* v12 = sym<ncclNet_v12_t>("ncclNetPlugin_v12");
+  ASSERT_TRUE(v10 && v12);
+  for (int version : {10, 12}) {
+    ProfRecorder::clear();
+    void* ctx = nullptr;
+    if (version == 10) {
+      ASSERT_EQ(v10->init(LogCapture::logger, ProfRecorder::callback), ncclSuccess);
+    } else {
+      ASSERT_EQ(v12->init(&ctx, 0, nullptr, LogCapture::logger, ProfRecorder::callback), ncclSuccess);
+    }
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+    if (version == 10) {
+      ASSERT_EQ(v10->listen(0, handle, &lc), ncclSuccess);
+    } else {
+      ASSERT_EQ(v12->listen(ctx, 0, handle, &lc), ncclSuccess);
+    }
+    long long dl = netNowNs() + 20000000000LL;
+    while ((sc == nullptr || rc == nullptr) && netNowNs() < dl) {
+      if (sc == nullptr) {
+        if (version == 10) {
+          ASSERT_EQ(v10->connect(0, nullptr, handle, &sc, nullptr), ncclSuccess);
+        } else {
+          ASSERT_EQ(v12->connect(ctx, 0, handle, &sc, nullptr), ncclSuccess);
+        }
+      }
+      if (rc == nullptr) {
+        if (version == 10) {
+          ASSERT_EQ(v10->accept(lc, &rc, nullptr), ncclSuccess);
+        } else {
+          ASSERT_EQ(v12->accept(lc, &rc, nullptr), ncclSuccess);
+        }
+      }
+    }
+    // the data calls through the same version's table
+    auto isend = version == 10 ? v10->isend : v12->isend;
+    auto irecv = version == 10 ? v10->irecv : v12->irecv;
+    auto test = version == 10 ? v10->test : v12->test;
+    ASSERT_TRUE(sc && rc) << "version " << version;
+    const size_t size = 200000;
+    std::vector<char> out(size, 'p'), in(size, 0);
+    char phs[2];
+    void *sreq = nullptr, *rreq = nullptr, *rdata = in.data(), *mh = nullptr, *rph = &phs[1];
+    size_t rsize = size;
+    int tag = 3;
+    while (rreq == nullptr && netNowNs() < dl) {
+      ASSERT_EQ(irecv(rc, 1, &rdata, &rsize, &tag, &mh, &rph, &rreq), ncclSuccess);
+    }
+    while (sreq == nullptr && netNowNs() < dl) {
+      ASSERT_EQ(isend(sc, out.data(), size, tag, nullptr, &phs[0], &sreq), ncclSuccess);
+    }
+    int sdone = 0, rdone = 0;
+    while ((!sdone || !rdone) && netNowNs() < dl) {
+      if (!sdone) {
+        ASSERT_EQ(test(sreq, &sdone, nullptr), ncclSuccess);
+      }
+      if (!rdone) {
+        ASSERT_EQ(test(rreq, &rdone, nullptr), ncclSuccess);
+      }
+    }
+    ASSERT_TRUE(sdone && rdone) << "version " << version;
+    EXPECT_EQ(in, out);
+    for (int side = 0; side < 2; side++) {
+      std::vector<ProfEvent> ev = ProfRecorder::under(&phs[side]);
+      ASSERT_FALSE(ev.empty()) << "version " << version << ": no event under the " << (side ? "irecv" : "isend")
+                               << "'s phandle";
+      size_t sum = 0;
+      for (auto& e : ev) {
+        EXPECT_EQ(e.pluginId, (int64_t)(NCCL_PROFILER_NET_TYPE_SOCK | NCCL_PROFILER_NET_SOCKET_VER));
+        EXPECT_EQ(e.stops, 1);
+        sum += e.sd.sock.length;
+      }
+      EXPECT_EQ(sum, size) << "version " << version;
+    }
+    if (version == 10) {
+      v10->closeSend(sc);
+      v10->closeRecv(rc);
+      v10->closeListen(lc);
+    } else {
+      v12->closeSend(sc);
+      v12->closeRecv(rc);
+      v12->closeListen(lc);
+      v12->finalize(ctx);
+    }
+  }
+  EXPECT_EQ(ProfRecorder::badCalls(), 0);
 }
 
 }  // namespace
