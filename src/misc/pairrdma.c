@@ -345,7 +345,9 @@ const char* railnetPairRdmaHint(int step, int err) {
   if (err == ETIMEDOUT && (step == RAILNET_PAIR_RDMA_WRITE || step == RAILNET_PAIR_RDMA_READ))
     return "firewall/ACL: the QPs came up but no RoCE packet got an answer; UDP port 4791 (RoCE v2) is dropped on "
            "the path (nftables/iptables, security group, switch ACL) or the fabric loses it (PFC/ECN, VLAN); allow "
-           "UDP 4791 between these addresses";
+           "UDP 4791 between these addresses. rail/route: or the two ports cannot reach each other (different rails "
+           "or subnets without a route between them): check the cabling and routing, or keep NCCL on one rail with "
+           "NCCL_CROSS_NIC=0";
   if (err == EACCES) return "remote access refused: the peer's buffer key or access flags";
   if (step == RAILNET_PAIR_RDMA_OPEN)
     return "cannot open the device: check /dev/infiniband permissions and rdma-core (ibv_devinfo)";

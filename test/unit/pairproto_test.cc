@@ -227,3 +227,22 @@ TEST(PairProto, TcpProbeOverLoopback) {
 }
 
 }  // namespace
+
+// The hint railnet-diag --pair gives for a failing RDMA step: the cause its errno points at.
+TEST(PairRdmaHint, EachErrnoAndStepNamesItsCause) {
+  auto has = [](int step, int err, const char* what) {
+    return std::string(railnetPairRdmaHint(step, err)).find(what) != std::string::npos;
+  };
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_REG, ENOMEM, "memlock"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_CREATE, EAGAIN, "memlock"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_RTR, EINVAL, "GID"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_INIT, ENODATA, "GID"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_RTR, ETIMEDOUT, "rail/route"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_RTS, ETIMEDOUT, "rail/route"));
+  // a write or read that gets no answer: dropped RoCE packets, or no path between the rails
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_WRITE, ETIMEDOUT, "firewall/ACL"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_READ, ETIMEDOUT, "rail/route"));
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_WRITE, EACCES, "remote access"));
+  EXPECT_FALSE(has(RAILNET_PAIR_RDMA_WRITE, ENOMEM, "memlock"));  // not a registration step
+  EXPECT_TRUE(has(RAILNET_PAIR_RDMA_OPEN, ENODEV, "/dev/infiniband"));
+}
