@@ -6,7 +6,7 @@
 //  - a peer that does not speak the protocol is refused with one log line and the server
 //    goes on; a --serve nobody talks to exits at its --timeout; a --pair without a server
 //    ends at once with the fix;
-//  - --bw measures each working chosen path through railnet's Socket transport;
+//  - --bw measures each working path between chosen interfaces through railnet's Socket transport;
 //  - --help names the options, and contradicting ones are usage errors (exit 2).
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -107,6 +107,9 @@ TEST_F(PairNetns, BlockedRailFailsAndTheVerdictNamesTheWorkingInterface) {
   EXPECT_TRUE(has(c.out, "the chosen paths: TCP works")) << c.out;
   EXPECT_TRUE(has(lineWith(c.out, "socket  eth0", "-> eth0"), " MB/s")) << c.out;
   EXPECT_TRUE(has(lineWith(c.out, "socket  eth1", "-> eth1"), " MB/s")) << c.out;
+  // and the working paths across the rails (the namespaces route between the two subnets)
+  EXPECT_TRUE(has(lineWith(c.out, "socket  eth0", "-> eth1"), " MB/s")) << c.out;
+  EXPECT_TRUE(has(lineWith(c.out, "socket  eth1", "-> eth0"), " MB/s")) << c.out;
 }
 
 TEST(PairOptions, HelpAndUsageErrors) {

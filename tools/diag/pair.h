@@ -119,7 +119,12 @@ void pairRdmaServeEnd(void);
 /* pair_bw.c: the server's end of one BW_START; the client's measurements of every working
  * chosen path (tcpOk[k]: NCCL's socket device k works both ways); their section. */
 int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl);
-void pairBwRunClient(pairState* st, int fd, const int* tcpOk, int nTcp);
+/* --bw: every working path between the transports' devices: Socket from each chosen interface
+ * here to each chosen interface of the peer that TCP reached (here -> peer), IB on each RDMA
+ * path whose two GIDs are the ones railnet uses (the IB transport picks its GID itself) */
+void pairBwRunClient(pairState* st, int fd);
+/* The number of those paths (the plan's bound counts them). */
+int pairBwTargets(const pairState* st);
 void pairBwReport(const pairState* st);
 
 /* pair_server.c / pair_client.c: exit status */

@@ -1,4 +1,4 @@
-/* railnet-diag --pair --bw: a short bandwidth figure per working chosen path, measured
+/* railnet-diag --pair --bw: a short bandwidth figure per working path between the transports' devices, measured
  * through railnet's own transports (include/railnet.h, railnetGetNet("socket" / "ib")), the
  * way NCCL would drive them: the server listens on the device by name and returns the
  * handle over the control connection (BW_START / BW_HANDLE), the client connects from its
@@ -169,21 +169,52 @@ static void addTarget(pairState* st, int fd, const char* net, const char* here, 
   bwSend(fd, &b, here, hp, o);
 }
 
-void pairBwRunClient(pairState* st, int fd, const int* tcpOk, int nTcp) {
-  st->nBw = 0;
-  for (int k = 0; k < nTcp; k++) {
-    if (!tcpOk[k]) continue;
-    const railnetPairIface *L = NULL, *R = NULL;
-    for (int i = 0; i < st->nLocal && !L; i++) L = st->local[i].selected == k + 1 ? &st->local[i] : NULL;
-    for (int j = 0; j < st->nRemote && !R; j++) R = st->remote[j].selected == k + 1 ? &st->remote[j] : NULL;
-    if (L && R) addTarget(st, fd, "socket", L->name, 0, R->name, 0);
+/* Did TCP from an address of interface l here reach an address of the peer's interface r? */
+static int tcpReached(const pairState* st, const char* l, const char* r) {
+  for (int k = 0; k < st->nOut; k++)
+    if (st->out[k].step == 0 && !strcmp(st->out[k].localIf, l) && !strcmp(st->out[k].peerIf, r)) return 1;
+  return 0;
+}
+
+/* The chosen interfaces of a side, each name once (an interface has an entry per address). */
+static int chosenNames(const railnetPairIface* ifs, int n, const char* names[RAILNET_PAIR_MAX_IFACES]) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int seen = !ifs[i].selected;
+    for (int j = 0; j < k && !seen; j++) seen = !strcmp(names[j], ifs[i].name);
+    if (!seen && k < RAILNET_PAIR_MAX_IFACES) names[k++] = ifs[i].name;
   }
+  return k;
+}
+
+/* The paths --bw measures, in order. run: measure those that work (the probes ran); else
+ * count every candidate, for the plan's bound before the probes. */
+static int bwTargets(pairState* st, int fd, int run) {
+  const char *here[RAILNET_PAIR_MAX_IFACES], *peer[RAILNET_PAIR_MAX_IFACES];
+  int nh = chosenNames(st->local, st->nLocal, here), np = chosenNames(st->remote, st->nRemote, peer), n = 0;
+  /* the Socket transport's devices are ncclFindInterfaces' choice on each side */
+  for (int i = 0; i < nh; i++)
+    for (int j = 0; j < np; j++) {
+      if (run && !tcpReached(st, here[i], peer[j])) continue;
+      n++;
+      if (run) addTarget(st, fd, "socket", here[i], 0, peer[j], 0);
+    }
   for (int q = 0; q < st->nPaths; q++) {
     const pairRdmaPath* p = &st->paths[q];
     const railnetPairRdmaEntry *a = &st->lr[p->local], *b = &st->rr[p->remote];
-    if (!(a->isAuto & RAILNET_PAIR_GID_CHOSEN) || !(b->isAuto & RAILNET_PAIR_GID_CHOSEN) || !pairRdmaPathOk(p)) continue;
-    addTarget(st, fd, "ib", a->dev, a->port, b->dev, b->port);
+    if (!(a->isAuto & RAILNET_PAIR_GID_CHOSEN) || !(b->isAuto & RAILNET_PAIR_GID_CHOSEN)) continue;
+    if (run && !pairRdmaPathOk(p)) continue;
+    n++;
+    if (run) addTarget(st, fd, "ib", a->dev, a->port, b->dev, b->port);
   }
+  return n;
+}
+
+int pairBwTargets(const pairState* st) { return bwTargets((pairState*)st, -1, 0); }
+
+void pairBwRunClient(pairState* st, int fd) {
+  st->nBw = 0;
+  bwTargets(st, fd, 1);
   pairProgress(NULL);
 }
 
@@ -208,5 +239,5 @@ void pairBwReport(const pairState* st) {
               b->why);
   }
   jClose(']');
-  if (st->nBw == 0) text("  no working chosen path to measure\n");
+  if (st->nBw == 0) text("  no working path to measure\n");
 }

@@ -161,10 +161,7 @@ static int peerProbes(pairState* st, int fd, int nIn, char* why) {
  * take (runChecks bounds each by it, and all of them by the end). */
 static void printPlan(pairState* st, int nIn) {
   int nOut = pairTcpPathCount(st), nRdma = pairRdmaPlan(st);
-  int nBw = 0;
-  for (int i = 0; st->bw && i < st->nLocal; i++) nBw += st->local[i].selected > 0;
-  for (int q = 0; st->bw && q < nRdma; q++)
-    nBw += (st->lr[st->paths[q].local].isAuto & st->rr[st->paths[q].remote].isAuto & RAILNET_PAIR_GID_CHOSEN) != 0;
+  int nBw = st->bw ? pairBwTargets(st) : 0;
   uint64_t ms = (uint64_t)(nOut + nIn) * PAIR_PROBE_MS + PAIR_REPLY_MS +          /* TCP both ways */
                 (uint64_t)nRdma * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS +                 /* RDMA */
                 (uint64_t)nBw * (PAIR_BW_MS + 2000) + PAIR_BYE_MS;                  /* --bw, goodbye */
@@ -174,7 +171,7 @@ static void printPlan(pairState* st, int nIn) {
        st->peerName, st->peer.version, st->peer.host);
   text("plan: %d TCP paths from here and %d from the peer (each <= %d ms), %d RDMA paths (each <= %d ms): "
        "%sat most %.0f s\n",
-       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, st->bw ? "--bw on each chosen path, " : "", bound);
+       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, st->bw ? "--bw on each working path, " : "", bound);
   jStr("peer", st->peerName);
   jStr("peer_host", st->peer.host);
   jStr("peer_version", st->peer.version);
@@ -194,11 +191,7 @@ static int runChecks(pairState* st, int fd, char* why) {
   pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
   if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
   pairRdmaRunClient(st, fd, phaseEnd(st, (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS));
-  if (st->bw) {
-    int tcpOk[RAILNET_PAIR_MAX_IFACES], n = 0;
-    while (n < RAILNET_PAIR_MAX_IFACES && pairTcpDeviceWorks(st, n, NULL) >= 0) tcpOk[n] = pairTcpDeviceWorks(st, n, NULL), n++;
-    pairBwRunClient(st, fd, tcpOk, n);
-  }
+  if (st->bw) pairBwRunClient(st, fd);
   railnetPairSend(fd, RAILNET_PAIR_BYE, NULL, 0, phaseEnd(st, PAIR_BYE_MS));
   return 0;
 }
