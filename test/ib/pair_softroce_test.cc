@@ -6,7 +6,7 @@
 //    another index works and is named in the verdict, exit 1;
 //  - RoCE v2 dropped by nftables (UDP 4791) while TCP passes: RDMA fails at the write with
 //    the firewall/ACL hint, TCP between the chosen interfaces works, exit 1;
-//  - --bw gives a figure per chosen path through railnet's IB and Socket transports.
+//  - --bw gives a figure per working path through railnet's IB and Socket transports.
 // Each test prints the report (the README quotes them).
 #include "test_util.h"
 #include <stdio.h>
@@ -65,7 +65,9 @@ TEST_F(PairSoftRoce, AutomaticGidWorksAndIsRecommended) {
   EXPECT_TRUE(has(r.out, "NCCL_IB_HCA==" + devs[0] + ":1")) << r.out;
   EXPECT_FALSE(has(r.out, "NCCL_IB_GID_INDEX=")) << r.out;
   EXPECT_TRUE(has(r.out, "the chosen paths: TCP works, RDMA works")) << r.out;
-
+  // --bw: a figure through railnet's IB transport between the two ports, and through Socket
+  EXPECT_TRUE(has(lineWith(r.out, "ib      " + devs[1] + ":1", "-> " + devs[0] + ":1"), " MB/s")) << r.out;
+  EXPECT_TRUE(has(lineWith(r.out, "socket  " + netdevs[1], "-> " + netdevs[0]), " MB/s")) << r.out;
 }
 
 TEST_F(PairSoftRoce, EmptyGidIndexFailsWithTheGidHint) {
