@@ -9,6 +9,7 @@
 //  - --bw gives a figure per working path through railnet's IB and Socket transports.
 // Each test prints the report (the README quotes them).
 #include "test_util.h"
+#include "json_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -68,6 +69,15 @@ TEST_F(PairSoftRoce, AutomaticGidWorksAndIsRecommended) {
   // --bw: a figure through railnet's IB transport between the two ports, and through Socket
   EXPECT_TRUE(has(lineWith(r.out, "ib      " + devs[1] + ":1", "-> " + devs[0] + ":1"), " MB/s")) << r.out;
   EXPECT_TRUE(has(lineWith(r.out, "socket  " + netdevs[1], "-> " + netdevs[0]), " MB/s")) << r.out;
+  // --json: every RDMA probe of the chosen path (the small and the 1 MiB write + read from
+  // here, the peer's own), read with a real JSON parser
+  ToolRun j = pair("", "--json", &srv);
+  EXPECT_EQ(j.status, 0) << j.out << "\nserver:\n" << srv;
+  std::string py = pythonOnJson(j.out,
+                                "ps = [p for r in d['pair_rdma']['paths'] if r['chosen'] for p in r['probes']]\n"
+                                "print(sorted((p['direction'], p['bytes'], p['ok']) for p in ps))");
+  EXPECT_TRUE(has(py, "[('here_to_peer', 4096, True), ('here_to_peer', 1048576, True), ('peer_to_here', 1048576, True)]"))
+      << py << "\n" << j.out;
 }
 
 TEST_F(PairSoftRoce, EmptyGidIndexFailsWithTheGidHint) {

@@ -69,6 +69,23 @@ static void jEntry(const char* key, const railnetPairRdmaEntry* e) {
   jClose('}');
 }
 
+/* One RDMA write + read back as JSON (a probe that did not run: nothing). */
+static void jProbe(const char* direction, const railnetPairRdmaResult* r) {
+  if (r->bytes == 0 && r->step == 0) return;
+  jOpen(NULL, '{');
+  jStr("direction", direction);
+  jInt("bytes", (long long)r->bytes);
+  jBool("ok", r->step == 0);
+  if (r->step) {
+    jStr("step", railnetPairRdmaStepName(r->step));
+    jInt("errno", r->err);
+    jStr("error", r->why);
+  } else {
+    jNum("ms", r->usec / 1000.0);
+  }
+  jClose('}');
+}
+
 static void rdmaRow(const pairState* st, const pairRdmaPath* p) {
   char a[128], b[128], why[256] = "";
   gidText(&st->lr[p->local], a, sizeof(a));
@@ -94,6 +111,12 @@ static void rdmaRow(const pairState* st, const pairRdmaPath* p) {
     jNum("ms_here_to_peer", (p->out[0].usec + p->out[1].usec) / 1000.0);
     jNum("ms_peer_to_here", p->in.usec / 1000.0);
   }
+  /* every probe: this side's small and 1 MiB write + read, and the peer's report of its own */
+  jOpen("probes", '[');
+  jProbe("here_to_peer", &p->out[0]);
+  jProbe("here_to_peer", &p->out[1]);
+  jProbe("peer_to_here", &p->in);
+  jClose(']');
   jClose('}');
 }
 
