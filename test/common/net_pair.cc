@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <thread>
 
 long long netNowNs() {
   struct timespec ts;
@@ -249,4 +250,21 @@ bool netHandleFromHex(const std::string& hex, void* handle) {
     p[i] = (unsigned char)v;
   }
   return true;
+}
+
+std::string netRunPairInProcess(const ncclNet_t* net, void* sc, void* rc, const NetPlan& plan,
+                                const std::function<std::string(void*, void*)>& beforeClose) {
+  std::string sendErr, recvErr;
+  {
+    NetSideBuffers sb, rb;  // until the comms are closed
+    std::thread sender([&] { sendErr = netRunSide(net, sc, true, plan, &sb); });
+    recvErr = netRunSide(net, rc, false, plan, &rb);
+    sender.join();
+    if (beforeClose) sendErr += beforeClose(sc, rc);
+    net->closeSend(sc);
+    net->closeRecv(rc);
+  }
+  if (!sendErr.empty()) return "sender: " + sendErr;
+  if (!recvErr.empty()) return "receiver: " + recvErr;
+  return "";
 }

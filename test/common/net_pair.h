@@ -4,6 +4,7 @@
 #pragma once
 #include <stddef.h>
 #include <sys/types.h>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,11 @@ bool netPatternCheck(const char* buf, size_t size, int k, size_t* firstBad);
 // Each buffer is registered (regMr) for its group and deregistered when the group has
 // completed, or when the side stops at an error.
 std::string netRunSide(const ncclNet_t* net, void* comm, bool send, const NetPlan& plan, NetSideBuffers* bufs);
+// Runs plan over a connected pair of this process (the sender on a thread), then closes both
+// comms; beforeClose, when given, sees them first and may add to the sender's error. "" on
+// success, else "sender: ..." / "receiver: ...".
+std::string netRunPairInProcess(const ncclNet_t* net, void* sendComm, void* recvComm, const NetPlan& plan,
+                                const std::function<std::string(void*, void*)>& beforeClose = nullptr);
 // Poll connect / accept until the comm exists: nullptr with *err set on an error or at the
 // deadline. With peer > 0, netAccept also gives up once that process has exited.
 void* netConnect(const ncclNet_t* net, void* ctx, int dev, void* handle, long long deadlineNs, std::string* err);

@@ -87,6 +87,17 @@ class IbEagerSoftRoceTest : public IbTwoDevicesTest {
       for (size_t b = 0; b < size; b++) ASSERT_EQ(rbuf[b], (char)(i + 1)) << "message " << i << " byte " << b;
     }
   }
+  // What each side's comm counted per message after n of them (printed with what).
+  struct Cost {
+    double sendWrs, sendCqes, recvWrs, recvCqes;
+  };
+  Cost cost(int n, const char* what) {
+    Cost c{(double)sbase()->work.wrs / n, (double)sbase()->work.cqes / n, (double)rbase()->work.wrs / n,
+           (double)rbase()->work.cqes / n};
+    printf("%s, per 8-byte message: sender %.2f WRs %.2f CQEs, receiver %.2f WRs %.2f CQEs\n", what, c.sendWrs,
+           c.sendCqes, c.recvWrs, c.recvCqes);
+    return c;
+  }
 };
 
 // What 200 8-byte messages cost each side, eager against the default protocol.
@@ -96,15 +107,13 @@ TEST_F(IbEagerSoftRoceTest, SmallMessageCostsOneWriteAndFewerCompletions) {
   ASSERT_NE(((struct ncclIbRecvComm*)rc)->eager, nullptr);
   const int n = 200;
   exchange(n, 8);
-  double sw = (double)sbase()->work.wrs / n, scq = (double)sbase()->work.cqes / n;
-  double rw = (double)rbase()->work.wrs / n, rcq = (double)rbase()->work.cqes / n;
-  printf("eager, per 8-byte message: sender %.2f WRs %.2f CQEs, receiver %.2f WRs %.2f CQEs\n", sw, scq, rw, rcq);
+  Cost c = cost(n, "eager");
   // sender: one write, one in RAILNET_IB_EAGER_SIGNAL signaled; receiver: a receive WR reposted
   // and a credit write per RAILNET_IB_EAGER_SLOTS / 2 messages (plus the pre-posted ones)
-  EXPECT_LE(sw, 1.01);
-  EXPECT_LE(scq, 1.0 / RAILNET_IB_EAGER_SIGNAL + 0.01);
-  EXPECT_LE(rw, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + (double)RAILNET_IB_FIFO_SLOTS / n + 0.01);
-  EXPECT_LE(rcq, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01);
+  EXPECT_LE(c.sendWrs, 1.01);
+  EXPECT_LE(c.sendCqes, 1.0 / RAILNET_IB_EAGER_SIGNAL + 0.01);
+  EXPECT_LE(c.recvWrs, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + (double)RAILNET_IB_FIFO_SLOTS / n + 0.01);
+  EXPECT_LE(c.recvCqes, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01);
 }
 
 TEST_F(IbEagerSoftRoceTest, DefaultProtocolCostsAClearToSendPerMessage) {
@@ -113,11 +122,9 @@ TEST_F(IbEagerSoftRoceTest, DefaultProtocolCostsAClearToSendPerMessage) {
   ASSERT_EQ(((struct ncclIbRecvComm*)rc)->eager, nullptr);
   const int n = 200;
   exchange(n, 8);
-  double sw = (double)sbase()->work.wrs / n, scq = (double)sbase()->work.cqes / n;
-  double rw = (double)rbase()->work.wrs / n, rcq = (double)rbase()->work.cqes / n;
-  printf("default, per 8-byte message: sender %.2f WRs %.2f CQEs, receiver %.2f WRs %.2f CQEs\n", sw, scq, rw, rcq);
-  EXPECT_GE(scq, 1.0);  // every data write is signaled
-  EXPECT_GE(rw, 2.0);   // a receive WR and a clear-to-send write
+  Cost c = cost(n, "default");
+  EXPECT_GE(c.sendCqes, 1.0);  // every data write is signaled
+  EXPECT_GE(c.recvWrs, 2.0);   // a receive WR and a clear-to-send write
 }
 
 // Eager and rendezvous mixed: sizes around the threshold into buffers of the message's
@@ -139,21 +146,11 @@ class IbEagerMixedTest : public IbEagerSoftRoceTest {
     }
     plan.inflight = 8;
     plan.deadlineMs = 120000;
-    std::string sendErr, recvErr;
-    {
-      NetSideBuffers sb, rb;
-      std::thread sender([&] { sendErr = netRunSide(ib, s, true, plan, &sb); });
-      recvErr = netRunSide(ib, r, false, plan, &rb);
-      sender.join();
-      struct railnetIbEager* e = ((struct ncclIbRecvComm*)r)->eager;
+    return netRunPairInProcess(ib, s, r, plan, [&](void* sc, void* rc) -> std::string {
+      struct railnetIbEager* e = ((struct ncclIbRecvComm*)rc)->eager;
       *eagerSlots = e ? (size_t)e->released : 0;
-      if (((struct ncclIbSendComm*)s)->eager == nullptr || e == nullptr) sendErr += " (eager was not agreed)";
-      ib->closeSend(s);
-      ib->closeRecv(r);
-    }
-    if (!sendErr.empty()) return "sender: " + sendErr;
-    if (!recvErr.empty()) return "receiver: " + recvErr;
-    return "";
+      return ((struct ncclIbSendComm*)sc)->eager && e ? "" : " (eager was not agreed)";
+    });
   }
 };
 
@@ -241,6 +238,34 @@ TEST_F(IbEagerSoftRoceTest, MessageLargerThanASmallReceiveEndsWithAWarnNotAHang)
   EXPECT_EQ(res, ncclInvalidUsage) << LogCapture::all();
   EXPECT_EQ(s, nullptr);
   EXPECT_TRUE(LogCapture::contains("no eager message in 1000 ms")) << LogCapture::all();
+}
+
+// The receiver's comm closed (its QPs gone): the sender's eager isends complete when posted,
+// but once the ring is full (no credits come back) its polled completions show the failed
+// signaled writes, and isend / test fail with the completion's WARN within the retry time,
+// instead of returning "later" for ever.
+TEST_F(IbEagerSoftRoceTest, GoneReceiverFailsTheSenderInBoundedTime) {
+  env.set("NCCL_IB_TIMEOUT", "12");
+  env.set("NCCL_IB_RETRY_CNT", "1");
+  connect("1024");
+  ASSERT_EQ(ib->deregMr(rc, rmh), ncclSuccess);
+  rmh = nullptr;
+  ASSERT_EQ(ib->closeRecv(rc), ncclSuccess);
+  rc = nullptr;
+  LogCapture cap;
+  long long dl = deadlineIn(30000);
+  ncclResult_t res = ncclSuccess;
+  int completed = 0;
+  while (res == ncclSuccess && netNowNs() < dl) {
+    void* req = nullptr;
+    res = ib->isend(sc, sbuf.data(), 8, 7, smh, nullptr, &req);
+    int done = 0;
+    if (res == ncclSuccess && req) res = ib->test(req, &done, nullptr);
+    completed += done;
+  }
+  EXPECT_NE(res, ncclSuccess) << "the sender never noticed the receiver is gone";
+  EXPECT_LE(completed, RAILNET_IB_EAGER_SLOTS) << "more eager messages than the ring holds went out";
+  EXPECT_TRUE(LogCapture::contains("Got completion from peer", NCCL_LOG_WARN)) << LogCapture::all();
 }
 
 TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {

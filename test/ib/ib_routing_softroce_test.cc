@@ -42,19 +42,9 @@ class IbRoutingSoftRoceTest : public IbTwoDevicesTest {
     if (given) plan = *given;
     else plan.sizes = {0, 1, 4095, 65536 + 3, 1 << 20};
     plan.deadlineMs = 120000;
-    std::string sendErr, recvErr;
-    {
-      NetSideBuffers sb, rb;
-      std::thread sender([&] { sendErr = netRunSide(ib, sc, true, plan, &sb); });
-      recvErr = netRunSide(ib, rc, false, plan, &rb);
-      sender.join();
-      ib->closeSend(sc);
-      ib->closeRecv(rc);
-    }
+    std::string err = netRunPairInProcess(ib, sc, rc, plan);
     ib->closeListen(lc);
-    if (!sendErr.empty()) return "sender: " + sendErr;
-    if (!recvErr.empty()) return "receiver: " + recvErr;
-    return "";
+    return err;
   }
 };
 

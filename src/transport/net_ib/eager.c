@@ -139,8 +139,10 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size) {
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   /* the receiver announced this position already: its buffer takes the bytes directly */
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
-  if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return 0; /* ring full */
   struct ncclIbQp* qp = railnetIbMsgQp(base, base->fifoHead, 0);
+  /* the ring full (the receiver has not taken them, or is gone: the signaled writes fail
+   * then) or the send queue full: its completions are to be polled */
+  if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
   return qp->sqPosted + 1 <= base->sqDepth ? 1 : -1 - qp->devIndex;
 }
 

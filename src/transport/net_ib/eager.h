@@ -65,7 +65,8 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
 ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
                                      struct ncclIbConnectionMetadata* meta, const char* peer);
 /* isend: whether this message goes eagerly now (position fifoHead): 1 yes, 0 no, -1 - d
- * when only the send queue of its QP, on device d, is full (its completions not polled). */
+ * when it waits for room in the ring or in its QP's send queue (on device d): the caller
+ * polls d's completions (which also tells a gone receiver: its signaled writes fail). */
 int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size);
 /* Writes it (req: a fresh request of the comm, made NCCL_NET_IB_REQ_EAGER and done). */
 ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,

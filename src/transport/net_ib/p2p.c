@@ -124,7 +124,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
   int eager = comm->eager ? railnetIbEagerCanSend(comm, size) : 0;
-  if (eager < 0) { /* the signaled eager writes' completions end the writes before them */
+  if (eager < 0) { /* the signaled eager writes' completions end the writes before them, or fail */
     int n = 0;
     NCCLCHECK(railnetIbPollDev(base, -1 - eager, &n));
     eager = railnetIbEagerCanSend(comm, size);
@@ -316,6 +316,10 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
   if (r->type == NCCL_NET_IB_REQ_UNUSED) {
     WARN("NET/IB : test() of a request that is not in flight (completed, failed or never posted)");
     return ncclInvalidUsage;
+  }
+  if (r->type == NCCL_NET_IB_REQ_EAGER) { /* done when posted; a failed earlier write shows here */
+    int n = 0;
+    NCCLCHECK(railnetIbPollDev(base, railnetIbMsgQp(base, r->id, 0)->devIndex, &n));
   }
   for (;;) {
     if (requestDone(r)) {
