@@ -268,6 +268,40 @@ TEST_F(IbEagerSoftRoceTest, GoneReceiverFailsTheSenderInBoundedTime) {
   EXPECT_TRUE(LogCapture::contains("Got completion from peer", NCCL_LOG_WARN)) << LogCapture::all();
 }
 
+// A send buffer registered as GPU memory never goes eagerly (the CPU would copy from it):
+// into a small receive it waits for the clear-to-send entry, which that receive sends after
+// RAILNET_IB_EAGER_LATE_MS, and the bytes go straight from the NIC. (Host memory registered
+// with the CUDA type stands in for GPU memory; a NIC that checks the type may refuse it.)
+TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
+  connect("1024");
+  void* gpuMh = nullptr;
+  if (ib->regMr(sc, sbuf.data() + 4096, 4096, NCCL_PTR_CUDA, &gpuMh) != ncclSuccess) {
+    RAILNET_SKIP("regMr with NCCL_PTR_CUDA of host memory refused here");
+  }
+  memset(sbuf.data() + 4096, 0x33, 64);
+  void* r = irecv(0, 64);
+  ASSERT_NE(r, nullptr);
+  void* s = nullptr;
+  ASSERT_EQ(ib->isend(sc, sbuf.data() + 4096, 64, 7, gpuMh, nullptr, &s), ncclSuccess);
+  EXPECT_EQ(s, nullptr) << "GPU memory went eagerly";
+  long long dl = deadlineIn(10000);
+  while (s == nullptr && netNowNs() < dl) {
+    ASSERT_EQ(ib->isend(sc, sbuf.data() + 4096, 64, 7, gpuMh, nullptr, &s), ncclSuccess);
+    int done = 0;
+    if (s == nullptr) {
+      ASSERT_EQ(ib->test(r, &done, nullptr), ncclSuccess);  // the receiver's progress
+    }
+  }
+  ASSERT_NE(s, nullptr) << "the clear-to-send entry never came";
+  std::string err;
+  int got = -1;
+  ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+  ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
+  EXPECT_EQ(got, 64);
+  for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], 0x33) << b;
+  ib->deregMr(sc, gpuMh);
+}
+
 TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {
   connect("512");
   ncclNetProperties_t props;

@@ -168,10 +168,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
       if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
       r->events[evDev]--;
       if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
-      if (comm->eager) {
-        int q = railnetIbQpIndex(base, d, wc->qp_num);
-        return railnetIbEagerDelivered(comm, r->id, &base->qps[q < 0 ? 0 : q]);
-      }
+      if (comm->eager) return railnetIbEagerDelivered(comm, r->id);
       return ncclSuccess;
     }
     default:

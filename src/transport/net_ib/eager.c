@@ -132,10 +132,12 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   return ncclSuccess;
 }
 
-int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size) {
+int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType) {
   struct railnetIbEager* e = comm->eager;
   struct ncclIbNetCommBase* base = &comm->base;
-  if (e == NULL || size > e->size || comm->ctsCount != 0) return 0;
+  /* the CPU copies the bytes into the bounce slot: host memory only (GPU memory goes the
+   * clear-to-send way, straight from the NIC) */
+  if (e == NULL || size > e->size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   /* the receiver announced this position already: its buffer takes the bytes directly */
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
@@ -143,6 +145,7 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size) {
   /* the ring full (the receiver has not taken them, or is gone: the signaled writes fail
    * then) or the send queue full: its completions are to be polled */
   if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
+  if (comm->eagerReleased > base->fifoHead) return -2 - NCCL_IB_MAX_DEVS_PER_NIC; /* the peer's bad credit */
   return qp->sqPosted + 1 <= base->sqDepth ? 1 : -1 - qp->devIndex;
 }
 
@@ -186,9 +189,11 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
 }
 
 /* Tells the sender the positions delivered in order, once half the ring is free again;
- * signaled (the completion also ends the unsignaled clear-to-send writes before it). */
-static ncclResult_t tellSender(struct ncclIbRecvComm* comm, struct ncclIbQp* qp) {
+ * signaled (the completion also ends the unsignaled clear-to-send writes before it). Always
+ * on QP 0: writes on one QP land in order, so the count the sender sees never goes back. */
+static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbQp* qp = &base->qps[0];
   struct railnetIbEager* e = comm->eager;
   if (e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2) return ncclSuccess;
   volatile uint64_t* word = (volatile uint64_t*)(e->buf + RING_BYTES);
@@ -210,7 +215,7 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm, struct ncclIbQp* qp)
   return ncclSuccess;
 }
 
-ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, struct ncclIbQp* qp) {
+ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id) {
   struct railnetIbEager* e = comm->eager;
   if (e == NULL) return ncclSuccess;
   if (id < e->released || id - e->released >= 64) {
@@ -223,18 +228,17 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
     e->doneMask >>= 1;
     e->released++;
   }
-  return tellSender(comm, qp);
+  return tellSender(comm);
 }
 
 /* Copies a message of size bytes from ring slot s into receive r (what fits: a larger size
  * fails the size check at test()). */
-static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d,
-                            struct ncclIbQp* qp) {
+static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d) {
   size_t n = size <= r->recv.posted[0] ? size : 0;
   if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
   r->recv.sizes[0] = (int)size;
   r->events[d]--;
-  return railnetIbEagerDelivered(comm, r->id, qp);
+  return railnetIbEagerDelivered(comm, r->id);
 }
 
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
@@ -246,7 +250,7 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
     struct ncclIbQp* qp = railnetIbMsgQp(&comm->base, req->id, 0);
     e->arrived[s] = 0;
     *cts = 0;
-    return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex, qp);
+    return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex);
   }
   *cts = posted > e->size;
   if (!*cts) req->recv.lateNs = railnetClockNs() + RAILNET_IB_EAGER_LATE_MS * 1000000ull;
@@ -285,7 +289,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];
   if (r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id && r->events[d] > 0) {
     if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
-    return deliver(comm, r, s, size, d, qp);
+    return deliver(comm, r, s, size, d);
   }
   e->arrived[s] = id + 1; /* waits in the ring for its irecv */
   e->arrivedSize[s] = size;

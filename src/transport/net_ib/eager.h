@@ -4,11 +4,12 @@
  * registered bounce slot and RDMA-writes it, with an immediate (RAILNET_IB_EAGER_IMM | size),
  * into slot (fifo position % RAILNET_IB_EAGER_SLOTS) of a ring the receiver registered; its
  * isend is done at once, and only one write in RAILNET_IB_EAGER_SIGNAL is signaled. The
- * receiver copies the bytes into the irecv's buffer (at once when the irecv came first,
+ * sender does this only from memory registered as NCCL_PTR_HOST (GPU memory goes the
+ * clear-to-send way). The receiver copies the bytes into the irecv's buffer (at once when the irecv came first,
  * otherwise at the irecv) and writes no clear-to-send entry for an irecv of at most that
  * size; larger irecvs announce themselves as before and a small message may still come
  * eagerly into them. The receiver tells the sender how many fifo positions it has
- * delivered in order (one RDMA write into the sender's credit word per
+ * delivered in order (one RDMA write on QP 0, so they land in order, into the sender's credit word per
  * RAILNET_IB_EAGER_SLOTS / 2 positions); the sender writes position p eagerly only when p <
  * that count + RAILNET_IB_EAGER_SLOTS, so a ring slot and its bounce slot are free again.
  *
@@ -67,7 +68,7 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
 /* isend: whether this message goes eagerly now (position fifoHead): 1 yes, 0 no, -1 - d
  * when it waits for room in the ring or in its QP's send queue (on device d): the caller
  * polls d's completions (which also tells a gone receiver: its signaled writes fail). */
-int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size);
+int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType);
 /* Writes it (req: a fresh request of the comm, made NCCL_NET_IB_REQ_EAGER and done). */
 ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
                                 void* phandle);
@@ -84,7 +85,7 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
 /* A receive completion with RAILNET_IB_EAGER_IMM on device d. */
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
 /* A message of the eager comm reached its buffer some other way (a data write): position id. */
-ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, struct ncclIbQp* qp);
+ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id);
 void railnetIbEagerFree(struct railnetIbEager* e);
 
 #ifdef __cplusplus

@@ -123,11 +123,19 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     return ncclInvalidArgument;
   }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
-  int eager = comm->eager ? railnetIbEagerCanSend(comm, size) : 0;
+  int eager = comm->eager ? railnetIbEagerCanSend(comm, size, mh->type) : 0;
+  if (eager == -2 - NCCL_IB_MAX_DEVS_PER_NIC) {
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB : %s reports more eager positions delivered (%llu) than were sent (%llu): not a railnet peer, or "
+         "a broken one", railnetIbPeerStr(base, peer), (unsigned long long)comm->eagerReleased,
+         (unsigned long long)base->fifoHead);
+    base->failed = 1;
+    return ncclRemoteError;
+  }
   if (eager < 0) { /* the signaled eager writes' completions end the writes before them, or fail */
     int n = 0;
     NCCLCHECK(railnetIbPollDev(base, -1 - eager, &n));
-    eager = railnetIbEagerCanSend(comm, size);
+    eager = railnetIbEagerCanSend(comm, size, mh->type);
   }
   if (eager > 0) { /* eager.h: no clear-to-send waited for */
     struct ncclIbRequest* req;
@@ -151,7 +159,14 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   if (r < 0) return ncclSuccess; /* no entry with this tag: later */
   int wrs = 0;
   /* the last isend of a slot posts its writes: not before the send queues have room */
-  if (comm->sendReqsCnt[slot] + 1 == nreqs && !slotFits(comm, nreqs, size, &wrs)) return ncclSuccess;
+  if (comm->sendReqsCnt[slot] + 1 == nreqs && !slotFits(comm, nreqs, size, &wrs)) {
+    /* with eager messages the send queue may hold writes whose requests are done: poll */
+    for (int i = 0; comm->eager && i < railnetIbChunksPerMsg(base); i++) {
+      int n = 0;
+      NCCLCHECK(railnetIbPollDev(base, railnetIbMsgQp(base, base->fifoHead, i)->devIndex, &n));
+    }
+    return ncclSuccess;
+  }
   comm->slotWrs[slot] = (uint8_t)wrs;
   struct ncclIbRequest* req;
   NCCLCHECK(getRequest(base, &req, NULL));

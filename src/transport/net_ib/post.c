@@ -92,7 +92,9 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
 ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int slot, int rewrite) {
   struct ncclIbNetCommBase* base = &comm->base;
   int nCts = base->nqps < base->vProps.ndevs ? base->nqps : base->vProps.ndevs;
-  struct ncclIbQp* meant = &base->qps[req->id % (uint64_t)nCts]; /* QP d lives on device d */
+  /* by slot, not by position: the entries of one slot then always go on one QP, in order
+   * (positions p and p + RAILNET_IB_FIFO_SLOTS share a slot); QP d lives on device d */
+  struct ncclIbQp* meant = &base->qps[slot % nCts];
   struct ncclIbQp* qp = railnetIbFoQp(base, meant);
   if (qp == NULL) return ncclRemoteError; /* no QP left: the failover code said why */
   struct ibv_sge sge;

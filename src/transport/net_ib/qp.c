@@ -199,9 +199,10 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   if (base == NULL) return;
   railnetIbProfFree(base);
   railnetIbFoFree(base); /* its QPs first: they use the CQs */
-  railnetIbEagerFree(base->isSend ? ((struct ncclIbSendComm*)base)->eager : ((struct ncclIbRecvComm*)base)->eager);
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp) wrap_ibv_destroy_qp(base->qps[q].qp);
+  /* after the QPs, which may still read or write them */
+  railnetIbEagerFree(base->isSend ? ((struct ncclIbSendComm*)base)->eager : ((struct ncclIbRecvComm*)base)->eager);
   free(base->qps);
   for (int c = 0; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]);
   for (int i = 0; i < base->vProps.ndevs; i++) {

@@ -177,6 +177,7 @@ ncclResult_t ncclIbRegMrDmaBuf(void* comm, void* data, size_t size, int type, ui
   }
   struct ncclIbMrHandle* h;
   NCCLCHECK(RAILNET_CALLOC(&h, 1, "an IB memory handle"));
+  h->type = fd >= 0 ? NCCL_PTR_DMABUF : type;
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < base->vProps.ndevs; i++) {
     int ibDevN = base->devs[i].ibDevN;

@@ -20,6 +20,7 @@ struct ncclIbMrHandle {
   struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
   int ndevs;
   int ibDevs[NCCL_IB_MAX_DEVS_PER_NIC];  /* physical devices, for deregistration */
+  int type;                             /* NCCL_PTR_HOST / _CUDA / _DMABUF, as registered */
 };
 
 ncclResult_t ncclIbRegMr(void* comm, void* data, size_t size, int type, void** mhandle);
