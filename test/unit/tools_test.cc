@@ -65,16 +65,15 @@ std::string perf() { return buildTool("railnet-perf"); }
 
 // A shell command that runs diagCmd (a --watch) with its output in dir, makes change once the
 // diag has taken its first sample, however late a loaded machine starts it, and ends with the
-// diag's output and exit status. The first sample is seen in the "watching" line (text) or
-// in the access time of probe, a counter file the sample reads (set far back first: with
-// relatime a read moves it); after 30 s the change is made anyway.
-std::string afterFirstSample(const std::string& diagCmd, const std::string& change, const std::string& dir,
-                             const std::string& probe) {
-  std::string out = dir + "/watch.out", rc = dir + "/watch.rc";
-  return "touch -a -d 2000-01-01 " + probe + "; (" + diagCmd + " >" + out + " 2>&1; echo $? >" + rc + ") & " +
-         "for i in $(seq 600); do grep -q watching " + out + " 2>/dev/null && break; " +
-         "[ \"$(stat -c %X " + probe + ")\" -gt 946771200 ] && break; sleep 0.05; done; " + change +
-         "; wait; cat " + out + "; exit $(cat " + rc + ")";
+// diag's output (standard output, then standard error) and exit status. The diag says
+// "watching ..." once its first samples are taken (on standard error with --json); after 30 s
+// the change is made anyway. (A file's access time is no sign: discovery reads the counters
+// too, before the first sample.)
+std::string afterFirstSample(const std::string& diagCmd, const std::string& change, const std::string& dir) {
+  std::string out = dir + "/watch.out", errf = dir + "/watch.err", rc = dir + "/watch.rc";
+  return "(" + diagCmd + " >" + out + " 2>" + errf + "; echo $? >" + rc + ") & " +
+         "for i in $(seq 600); do grep -qs watching " + out + " " + errf + " && break; sleep 0.05; done; " + change +
+         "; wait; cat " + out + "; cat " + errf + " >&2; exit $(cat " + rc + ")";
 }
 
 TEST(RailnetDiag, HelpDescribesEveryOption) {
@@ -268,7 +267,7 @@ TEST(RailnetDiag, WatchPrintsCounterGrowth) {
   fs.roce("mlx5_0");
   std::string ctr = fs.dir.write("class/infiniband/mlx5_0/ports/1/hw_counters/packet_seq_err", "7\n");
   fs.dir.write("class/infiniband/mlx5_0/ports/1/counters/symbol_error", "0\n");
-  ToolRun r = sh(afterFirstSample(fs.env() + diag() + " --watch 3", "echo 12 > " + ctr, fs.dir.path(), ctr));
+  ToolRun r = sh(afterFirstSample(fs.env() + diag() + " --watch 3", "echo 12 > " + ctr, fs.dir.path()));
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "mlx5_0:1 packet_seq_err +5 (now 12)")) << r.out;
   auto l = linesWith(r.out, "PROBLEM: mlx5_0:1 packet_seq_err grew by 5 in 3 s");
@@ -413,7 +412,7 @@ std::string watch(CongestionTree& t, const std::map<std::string, int>& grow, con
                   const std::string& args = "") {
   std::string cmd = t.env() + env + diag() + " --watch 3" + args;
   if (grow.empty()) return cmd;
-  return afterFirstSample(cmd, t.change(grow), t.dir.path(), t.dir.path() + "/" + t.hw + grow.begin()->first);
+  return afterFirstSample(cmd, t.change(grow), t.dir.path());
 }
 
 TEST(RailnetDiag, CongestionSectionShowsTheCountersByKind) {

@@ -102,10 +102,12 @@ int watchCounters(int seconds) {
   static long long first[MAX_PORTS][N_COUNTERS], prev[MAX_PORTS][N_COUNTERS];
   for (int i = 0; i < nPorts; i++)
     for (int c = 0; c < N_COUNTERS; c++) first[i][c] = prev[i][c] = readCounter(&ports[i], c);
-  text("watching error counters of %d port(s) for %d s (growth per second is printed)\n", nPorts, seconds);
   int roce = congestionWatchStart();
-  if (roce) text("and the congestion counters of %d RoCE port(s): hw_counters/, ethtool -S of the netdev\n", roce);
-  fflush(stdout);
+  /* said once the first samples are taken (with --json on standard error: the JSON comes at the end) */
+  FILE* o = jsonMode ? stderr : stdout;
+  fprintf(o, "watching error counters of %d port(s) for %d s (growth per second is printed)\n", nPorts, seconds);
+  if (roce) fprintf(o, "and the congestion counters of %d RoCE port(s): hw_counters/, ethtool -S of the netdev\n", roce);
+  fflush(o);
   for (int t = 1; t <= seconds; t++) {
     sleep(1);
     for (int i = 0; i < nPorts; i++)
