@@ -748,6 +748,21 @@ TEST_F(IbP2pTest, QpAttributesCarryTheIbEnvironment) {
 // A fused device (makeVDevice of rxe0+rxe1) on both ends: one QP per physical device, data
 // split across them, clear-to-send entries carrying an rkey per device; every message
 // arrives intact and both devices carried packets.
+// NCCL's handles are byte arrays of any alignment (railnet-diag --pair carries one inside a
+// packed record): listen writes, and connect reads, a handle at an odd address without
+// touching it as a struct in place (UBSan in the sanitize tier flags a misaligned access).
+TEST_F(IbP2pTest, HandleAtAnOddAddress) {
+  init();
+  alignas(8) char buf[NCCL_NET_HANDLE_MAXSIZE + 8];
+  char* handle = buf + 3;
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_TRUE(pairInProcess(1, 0, handle, &lc, &sc, &rc));
+  EXPECT_EQ(moveInProcess(sc, rc, {1, 4095, 65536 + 3}, 5), "");
+  ib->closeSend(sc);
+  ib->closeRecv(rc);
+  ib->closeListen(lc);
+}
+
 TEST_F(IbP2pTest, FusedDeviceMovesDataOverBothDevices) {
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
   init();

@@ -67,8 +67,10 @@ TEST_F(PairSoftRoce, AutomaticGidWorksAndIsRecommended) {
   EXPECT_FALSE(has(r.out, "NCCL_IB_GID_INDEX=")) << r.out;
   EXPECT_TRUE(has(r.out, "the chosen paths: TCP works, RDMA works")) << r.out;
   // --bw: a figure through railnet's IB transport between the two ports, and through Socket
-  EXPECT_TRUE(has(lineWith(r.out, "ib      " + devs[1] + ":1", "-> " + devs[0] + ":1"), " MB/s")) << r.out;
-  EXPECT_TRUE(has(lineWith(r.out, "socket  " + netdevs[1], "-> " + netdevs[0]), " MB/s")) << r.out;
+  EXPECT_TRUE(has(lineWith(r.out, "ib      " + devs[1] + ":1", "-> " + devs[0] + ":1"), " MB/s"))
+      << r.out << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(lineWith(r.out, "socket  " + netdevs[1], "-> " + netdevs[0]), " MB/s")) << r.out << "\nserver:\n"
+                                                                                          << srv;
   // --json: every RDMA probe of the chosen path (the small and the 1 MiB write + read from
   // here, the peer's own), read with a real JSON parser
   ToolRun j = pair("", "--json", &srv);

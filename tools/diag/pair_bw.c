@@ -74,12 +74,13 @@ int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl) {
   railnetPairBwResult res;
   memset(&h, 0, sizeof(h));
   memset(&res, 0, sizeof(res));
-  uint64_t dl = railnetClockNs() + PAIR_BW_MS * 1000000ull;
-  if (dl > sessionDl) dl = sessionDl;
   const ncclNet_t* net = NULL;
   void *ctx = NULL, *lc = NULL, *rc = NULL, *mh = NULL;
   int dev = 0;
+  /* the transport's first init (discovery) may take seconds on a slow host: before the clock */
   h.err = bwOpen(b->net, b->dev, b->port, &net, &ctx, &dev, h.why, sizeof(h.why));
+  uint64_t dl = railnetClockNs() + PAIR_BW_MS * 1000000ull;
+  if (dl > sessionDl) dl = sessionDl;
   if (h.err == 0 && net->listen(ctx, dev, h.handle, &lc) != ncclSuccess)
     h.err = EIO, sfmt(h.why, sizeof(h.why), "listen on %s failed", b->dev);
   int e = railnetPairSend(fd, RAILNET_PAIR_BW_HANDLE, &h, 1, dl);
@@ -109,24 +110,33 @@ int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl) {
 
 /* The client's end: connect from local dev to the peer's handle and send. */
 static void bwSend(int fd, const railnetPairBwStart* b, const char* localDev, int localPort, pairBw* out) {
+  const ncclNet_t* net = NULL;
+  void *ctx = NULL, *sc = NULL, *mh = NULL;
+  ncclNetDeviceHandle_t* dh = NULL;
+  int dev = 0;
+  /* this side's transport first (its first init may take seconds), then the peer's handle
+   * (its init, then its listen: PAIR_BW_MS), then the transfer (PAIR_BW_MS again) */
+  out->err = bwOpen(b->net, localDev, localPort, &net, &ctx, &dev, out->why, sizeof(out->why));
+  if (out->err) return;
   uint64_t dl = railnetClockNs() + PAIR_BW_MS * 1000000ull;
   railnetPairMsg m;
   char why[128] = "";
-  if (railnetPairSend(fd, RAILNET_PAIR_BW_START, b, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_BW_HANDLE, &m, dl, why)) {
-    out->err = EPROTO, sfmt(out->why, sizeof(out->why), "%s", why);
+  int e = railnetPairSend(fd, RAILNET_PAIR_BW_START, b, 1, dl);
+  if (e == 0) e = railnetPairExpect(fd, RAILNET_PAIR_BW_HANDLE, &m, dl, why);
+  if (e) {
+    out->err = e;
+    if (why[0]) sfmt(out->why, sizeof(out->why), "%s", why);
+    else sfmt(out->why, sizeof(out->why), "no listen handle from the peer within %d ms", PAIR_BW_MS);
     return;
   }
   railnetPairBwHandle h = *m.u.bwHandle;
   railnetPairFree(&m);
+  dl = railnetClockNs() + PAIR_BW_MS * 1000000ull;
   if (h.err) {
     out->err = h.err, sfmt(out->why, sizeof(out->why), "on the peer: %s", h.why);
     return;
   }
-  const ncclNet_t* net = NULL;
-  void *ctx = NULL, *sc = NULL, *mh = NULL, *buf = malloc(b->bytes);
-  ncclNetDeviceHandle_t* dh = NULL;
-  int dev = 0;
-  out->err = bwOpen(b->net, localDev, localPort, &net, &ctx, &dev, out->why, sizeof(out->why));
+  void* buf = malloc(b->bytes);
   while (out->err == 0 && sc == NULL && railnetClockNs() < dl)
     if (net->connect(ctx, dev, h.handle, &sc, &dh) != ncclSuccess) out->err = ECONNREFUSED;
   if (out->err == 0 && sc == NULL) out->err = ETIMEDOUT, sfmt(out->why, sizeof(out->why), "connect did not complete");

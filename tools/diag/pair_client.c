@@ -164,7 +164,7 @@ static void printPlan(pairState* st, int nIn) {
   int nBw = st->bw ? pairBwTargets(st) : 0;
   uint64_t ms = (uint64_t)(nOut + nIn) * PAIR_PROBE_MS + PAIR_REPLY_MS +          /* TCP both ways */
                 (uint64_t)nRdma * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS +                 /* RDMA */
-                (uint64_t)nBw * (PAIR_BW_MS + 2000) + PAIR_BYE_MS;                  /* --bw, goodbye */
+                (uint64_t)nBw * (2 * PAIR_BW_MS + 2000) + PAIR_BYE_MS;              /* --bw, goodbye */
   st->endNs = railnetClockNs() + ms * 1000000ull;
   double bound = (double)((ms + 999) / 1000);
   text("railnet-diag %s on %s: pair check with %s (railnet-diag %s on %s)\n", railnetVersion(), st->self.host,

@@ -67,20 +67,23 @@ ncclResult_t ncclIbListen(void* ctx, int dev, void* opaqueHandle, void** listenC
     WARN("NET/IB : listen on device %d, there are %d", dev, ncclNMergedIbDevs < 0 ? 0 : ncclNMergedIbDevs);
     return ncclInvalidUsage;
   }
-  struct ncclIbHandle* handle = (struct ncclIbHandle*)opaqueHandle;
-  memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  /* NCCL's handles are byte arrays of any alignment: the handle is built here and copied */
+  struct ncclIbHandle handle;
+  memset(&handle, 0, sizeof(handle));
+  memset(opaqueHandle, 0, NCCL_NET_HANDLE_MAXSIZE);
   struct ncclIbListenComm* lc;
   NCCLCHECK(RAILNET_CALLOC(&lc, 1, "an IB listen comm"));
   lc->dev = dev;
   lc->sock.fd = -1;
-  ncclResult_t res = railnetConnListen(&lc->sock, &ncclIbIfAddr, ncclSocketTypeNetIb, &handle->connectAddr);
+  ncclResult_t res = railnetConnListen(&lc->sock, &ncclIbIfAddr, ncclSocketTypeNetIb, &handle.connectAddr);
   if (res != ncclSuccess) {
     free(lc);
     return res;
   }
-  handle->handleMagic = RAILNET_IB_HANDLE_MAGIC;
-  handle->socketMagic = railnetSocketMagic();
-  railnetIbListenGids(dev, handle->listenGids);
+  handle.handleMagic = RAILNET_IB_HANDLE_MAGIC;
+  handle.socketMagic = railnetSocketMagic();
+  railnetIbListenGids(dev, handle.listenGids);
+  memcpy(opaqueHandle, &handle, sizeof(handle));
   *listenComm = lc;
   return ncclSuccess;
 }
