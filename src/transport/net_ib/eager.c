@@ -145,7 +145,7 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   /* the ring full (the receiver has not taken them, or is gone: the signaled writes fail
    * then) or the send queue full: its completions are to be polled */
   if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
-  if (comm->eagerReleased > base->fifoHead) return -2 - NCCL_IB_MAX_DEVS_PER_NIC; /* the peer's bad credit */
+  if (comm->eagerReleased > base->fifoHead) return RAILNET_IB_EAGER_BAD_CREDIT;
   return qp->sqPosted + 1 <= base->sqDepth ? 1 : -1 - qp->devIndex;
 }
 

@@ -67,7 +67,9 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
                                      struct ncclIbConnectionMetadata* meta, const char* peer);
 /* isend: whether this message goes eagerly now (position fifoHead): 1 yes, 0 no, -1 - d
  * when it waits for room in the ring or in its QP's send queue (on device d): the caller
- * polls d's completions (which also tells a gone receiver: its signaled writes fail). */
+ * polls d's completions (which also tells a gone receiver: its signaled writes fail);
+ * RAILNET_IB_EAGER_BAD_CREDIT when the receiver's credit word is beyond what was sent. */
+#define RAILNET_IB_EAGER_BAD_CREDIT (-2 - NCCL_IB_MAX_DEVS_PER_NIC)
 int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType);
 /* Writes it (req: a fresh request of the comm, made NCCL_NET_IB_REQ_EAGER and done). */
 ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,

@@ -124,7 +124,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
   int eager = comm->eager ? railnetIbEagerCanSend(comm, size, mh->type) : 0;
-  if (eager == -2 - NCCL_IB_MAX_DEVS_PER_NIC) {
+  if (eager == RAILNET_IB_EAGER_BAD_CREDIT) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : %s reports more eager positions delivered (%llu) than were sent (%llu): not a railnet peer, or "
          "a broken one", railnetIbPeerStr(base, peer), (unsigned long long)comm->eagerReleased,
