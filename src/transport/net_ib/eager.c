@@ -119,6 +119,7 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   struct railnetIbEager* e = comm->eager;
   e->size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
   e->remAddr = rem->eagerAddr; /* the sender's credit word */
+  int forced = !comm->prepost;
   if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
     comm->prepost = 1;
     for (int q = 0; q < base->nqps; q++) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
@@ -127,8 +128,8 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   meta->eagerSize = e->size;
   meta->eagerAddr = (uint64_t)(uintptr_t)e->buf;
   for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->mrs[d]->rkey;
-  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots", peer,
-       e->size, RAILNET_IB_EAGER_SLOTS);
+  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots%s", peer,
+       e->size, RAILNET_IB_EAGER_SLOTS, forced ? "; receive work requests pre-posted for them after all" : "");
   return ncclSuccess;
 }
 
@@ -277,7 +278,8 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   if (q < 0 || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
       e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
-         "%u bytes, %d positions beyond %llu, one per ring slot",
+         "%u bytes, %d positions beyond %llu, one per ring slot. The peer is not this railnet version or is broken: "
+         "run the same railnet at both ends, or unset RAILNET_IB_EAGER_SIZE",
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id, e->size,
          RAILNET_IB_EAGER_SLOTS, (unsigned long long)e->released);
     return ncclRemoteError;
