@@ -150,6 +150,12 @@ ncclResult_t ncclSocketProgress(int op, struct ncclSocket* sock, void* ptr, int 
 ncclResult_t ncclSocketSend(struct ncclSocket* sock, void* ptr, int size);
 ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size);
 ncclResult_t ncclSocketClose(struct ncclSocket* sock);
+/* Whether the peer closed its end (end of stream or a reset), without blocking and without
+ * taking any byte: 1 gone, 0 alive or bytes are waiting to be read. */
+int railnetSocketPeerGone(const struct ncclSocket* sock);
+/* Ends this side's sending (the peer reads end of stream) and keeps the socket open: a comm
+ * that failed tells its peer so, which then fails too instead of waiting. */
+void railnetSocketShutdownSend(struct ncclSocket* sock);
 /* The default magic of railnet's sockets (NCCL_SOCKET_MAGIC overrides). */
 uint64_t railnetSocketMagic(void);
 

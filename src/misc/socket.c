@@ -685,6 +685,17 @@ ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size) {
   return socketWait(NCCL_SOCKET_RECV, sock, ptr, size);
 }
 
+int railnetSocketPeerGone(const struct ncclSocket* sock) {
+  if (sock == NULL || sock->fd < 0) return 1;
+  char b;
+  ssize_t n = recv(sock->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void railnetSocketShutdownSend(struct ncclSocket* sock) {
+  if (sock != NULL && sock->fd >= 0) (void)shutdown(sock->fd, SHUT_WR);
+}
+
 ncclResult_t ncclSocketClose(struct ncclSocket* sock) {
   if (sock == NULL) return ncclSuccess;
   if (sock->fd >= 0) {

@@ -171,9 +171,7 @@ static ncclResult_t acceptCheckPlaced(socketComm* c) {
   for (int i = 0; i <= c->nSocks; i++) {
     struct ncclSocket* s = i == c->nSocks ? &c->ctrl : &c->socks[i];
     if (s->fd < 0) continue;
-    char b;
-    ssize_t n = recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (railnetSocketPeerGone(s)) {
       char a[SOCKET_NAME_MAXLEN];
       WARN("NET/Socket : peer %s closed its connection while the comm was being set up (%s socket %d of %d "
            "arrived): the peer process died or gave up; accept fails",

@@ -126,14 +126,26 @@ std::string warnedPeer() {
 }
 
 // The surviving side's request after its peer died: test() fails within the bound with
-// ncclRemoteError, and the WARN has the decoded status, its HINT, the comm's side and the
-// peer; then the case's fault-matrix row.
-void expectPeerDeathReported(void* req, const char* side, const char* caseName, const char* outcome) {
+// ncclRemoteError. At short timeouts the QP's retries run out first: the WARN has the decoded
+// status, its HINT, the comm's side and the peer. At NCCL's defaults (34 s of retries; for
+// ever on soft-RoCE) the closed socket is what tells: within a few seconds, WARN with the
+// side and the peer. Then the case's fault-matrix row.
+void expectPeerDeathReported(void* req, const char* side, bool atDefaults, const char* caseName, const char* outcome) {
   std::string what;
   long long ns = timeToFailure(req, &what);
   ASSERT_GE(ns, 0) << what << "\n" << LogCapture::all();
   printf("%s comm: test() failed %.1f ms after its first post to the dead peer (%s)\n", side, ns / 1e6, what.c_str());
   EXPECT_EQ(what, "test() returned " + std::to_string(ncclRemoteError));
+  if (atDefaults) {
+    EXPECT_LT(ns, 10000000000LL) << "the peer's closed socket was not noticed within 10 s";
+    EXPECT_TRUE(LogCapture::contains(std::string("closed its connection to this ") + side + " comm", NCCL_LOG_WARN))
+        << LogCapture::all();
+    EXPECT_TRUE(LogCapture::contains("Look at that rank's log", NCCL_LOG_WARN)) << LogCapture::all();
+    EXPECT_FALSE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
+    faultMatrixRow("ib", std::string(caseName) + " at NCCL's default timeouts",
+                   "test() fails: the peer closed its connection, WARN names it", ns / 1e9);
+    return;
+  }
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains(std::string(side) + " comm", NCCL_LOG_WARN)) << LogCapture::all();
@@ -171,12 +183,20 @@ class IbFaultTest : public ::testing::Test {
     child = -1;
     EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "child status " << st;
   }
+  // NCCL's own NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT (unset), for the peer and for this side
+  void atNcclDefaults() {
+    env.unset("NCCL_IB_TIMEOUT");
+    env.unset("NCCL_IB_RETRY_CNT");
+  }
+  void receiverKilled(bool atDefaults);
+  void senderKilled(bool atDefaults);
 };
 
 // The receiver (a child on rxe0) takes two messages, posts clear-to-send for four more,
 // and is killed. The sender (here, on rxe1) already holds those clear-to-sends: its next
 // isend is posted, its RDMA writes go unacknowledged, and test() fails.
-TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
+void IbFaultTest::receiverKilled(bool atDefaults) {
+  if (atDefaults) atNcclDefaults();
   int hp[2], sp[2], lp[2];
   ASSERT_EQ(pipe(hp), 0);
   ASSERT_EQ(pipe(sp), 0);
@@ -244,7 +264,8 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
   std::string childLog = drain(lp[0]);
   void* req = postSend(sc, bufs[2], 2, netNowNs() + 10000000000LL);
   ASSERT_NE(req, nullptr) << "no clear-to-send from the receiver before it died";
-  expectPeerDeathReported(req, "send", "receiver killed mid-transfer", "sender's test() fails: retry exceeded, peer named");
+  expectPeerDeathReported(req, "send", atDefaults, "receiver killed mid-transfer",
+                          "sender's test() fails: retry exceeded, peer named");
   // the comm stays failed: later calls say so instead of hanging
   void* again = nullptr;
   EXPECT_NE(ib->isend(sc, bufs[0].mem.get(), 1, 3, bufs[0].mh, nullptr, &again), ncclSuccess);
@@ -260,7 +281,11 @@ TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) {
 // The sender (a child on rxe1) sends two messages and is killed. The receiver (here, on
 // rxe0) posts its next receive: the clear-to-send RDMA write to the dead peer goes
 // unacknowledged, and the receive's test() fails.
-TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
+TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) { receiverKilled(false); }
+TEST_F(IbFaultTest, ReceiverKilledAtNcclDefaultTimeoutsFailsTheSenderWithinSeconds) { receiverKilled(true); }
+
+void IbFaultTest::senderKilled(bool atDefaults) {
+  if (atDefaults) atNcclDefaults();
   int hp[2], sp[2], lp[2];
   ASSERT_EQ(pipe(hp), 0);
   ASSERT_EQ(pipe(sp), 0);
@@ -325,7 +350,8 @@ TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
   std::string childLog = drain(lp[0]);
   void* req = postRecv(rc, bufs[2], 2);
   ASSERT_NE(req, nullptr);
-  expectPeerDeathReported(req, "receive", "sender killed mid-transfer", "receiver's test() fails: retry exceeded, peer named");
+  expectPeerDeathReported(req, "receive", atDefaults, "sender killed mid-transfer",
+                          "receiver's test() fails: retry exceeded, peer named");
   for (auto& b : bufs) EXPECT_EQ(ib->deregMr(rc, b.mh), ncclSuccess);
   EXPECT_EQ(ib->closeRecv(rc), ncclSuccess);
   EXPECT_EQ(ib->closeListen(lc), ncclSuccess);
@@ -335,6 +361,9 @@ TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) {
   close(lp[0]);
   EXPECT_EQ(childLog, "");
 }
+
+TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) { senderKilled(false); }
+TEST_F(IbFaultTest, SenderKilledAtNcclDefaultTimeoutsFailsTheReceiverWithinSeconds) { senderKilled(true); }
 
 // Four comms rxe1 -> rxe0 at once, every comm with its own sizes and pattern, requests of
 // all comms in flight together; each receive gets its comm's data.

@@ -413,8 +413,32 @@ TEST_F(IbInitTest, AsyncEventsAreLoggedAndFatalOnesFailComms) {
   EXPECT_TRUE(LogCapture::contains("NET/IB : rxe0:1 Got non-fatal async event: port error(10)", NCCL_LOG_WARN))
       << LogCapture::all();
   EXPECT_EQ(ncclIbStatsCheckFatalCount(&ncclIbDevs[2].stats, "test"), ncclSuccess);
-  post(IBV_EVENT_DEVICE_FATAL, 0);
+  // the port's comms look at it (liveness.c): its counter moved, the others' did not
+  EXPECT_EQ(__atomic_load_n(&ncclIbDevs[2].stats.portErrors, __ATOMIC_ACQUIRE), 1u);
+  EXPECT_EQ(__atomic_load_n(&ncclIbDevs[0].stats.portErrors, __ATOMIC_ACQUIRE), 0u);
+  // a QP's fatal event is its comm's only: its number in the device's ring, nothing fatal
+  // for the device's other comms
+  struct ibv_qp qp;
+  memset(&qp, 0, sizeof(qp));
+  qp.qp_num = 4242;
+  {
+    struct ibv_async_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.event_type = IBV_EVENT_QP_FATAL;
+    ev.element.qp = &qp;
+    {
+      std::lock_guard<std::mutex> g(w.evLock);
+      w.events.push_back(ev);
+    }
+    ASSERT_EQ(write(fds[1], "x", 1), 1);
+  }
   ASSERT_TRUE(waitAcks(2));
+  EXPECT_TRUE(LogCapture::contains("qpn=4242", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_EQ(__atomic_load_n(&ncclIbDevs[2].stats.qpErrors, __ATOMIC_ACQUIRE), 1u);
+  EXPECT_EQ(ncclIbDevs[2].stats.qpErrorNums[0], 4242u);
+  EXPECT_EQ(ncclIbStatsCheckFatalCount(&ncclIbDevs[2].stats, "test"), ncclSuccess);
+  post(IBV_EVENT_DEVICE_FATAL, 0);
+  ASSERT_TRUE(waitAcks(3));
   EXPECT_TRUE(LogCapture::contains("NET/IB : rxe0 async fatal event: local catastrophic error", NCCL_LOG_WARN))
       << LogCapture::all();
   EXPECT_EQ(ncclIbStatsCheckFatalCount(&ncclIbDevs[2].stats, "ncclIbTest"), ncclSystemError);

@@ -24,6 +24,23 @@ static void markContextFatal(struct ibv_context* ctx) {
     if (ncclIbDevs[d].context == ctx) __atomic_fetch_add(&ncclIbDevs[d].stats.fatalErrorCount, 1, __ATOMIC_RELAXED);
 }
 
+/* A QP's error: for the comm that owns it only (QP numbers are unique per context). */
+static void markQpError(struct ibv_context* ctx, uint32_t qpNum) {
+  for (int d = 0; d < ncclNIbDevs; d++) {
+    struct ncclIbStats* st = &ncclIbDevs[d].stats;
+    if (ncclIbDevs[d].context != ctx) continue;
+    uint32_t k = __atomic_load_n(&st->qpErrors, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->qpErrorNums[k % RAILNET_IB_QP_EVENTS], qpNum, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->qpErrors, k + 1, __ATOMIC_RELEASE);
+  }
+}
+
+static void markPortError(struct ibv_context* ctx, int port) {
+  for (int d = 0; d < ncclNIbDevs; d++)
+    if (ncclIbDevs[d].context == ctx && ncclIbDevs[d].portNum == port)
+      __atomic_fetch_add(&ncclIbDevs[d].stats.portErrors, 1, __ATOMIC_RELEASE);
+}
+
 static void ibHandleAsyncEvent(struct ibAsync* a, struct ibv_async_event* ev) {
   const char* str = "unknown";
   if (wrap_ibv_event_type_str(&str, ev->event_type) != ncclSuccess || str == NULL) str = "unknown";
@@ -42,7 +59,7 @@ static void ibHandleAsyncEvent(struct ibAsync* a, struct ibv_async_event* ev) {
     case IBV_EVENT_QP_ACCESS_ERR:
       WARN("NET/IB : %s async fatal event on QP (%p) qpn=%u: %s", name, (void*)ev->element.qp,
            ev->element.qp ? ev->element.qp->qp_num : 0u, str);
-      markContextFatal(a->context);
+      if (ev->element.qp) markQpError(a->context, ev->element.qp->qp_num);
       break;
     case IBV_EVENT_SRQ_ERR:
       WARN("NET/IB : %s async fatal event on SRQ, unused for now (%p): %s", name, (void*)ev->element.srq, str);
@@ -51,6 +68,10 @@ static void ibHandleAsyncEvent(struct ibAsync* a, struct ibv_async_event* ev) {
       WARN("NET/IB : %s:%d GID table changed", name, ev->element.port_num);
       break;
     case IBV_EVENT_PORT_ERR:
+      WARN("NET/IB : %s:%d Got non-fatal async event: %s(%d): the port left ACTIVE; its comms fail over or fail",
+           name, ev->element.port_num, str, ev->event_type);
+      markPortError(a->context, ev->element.port_num);
+      break;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_LID_CHANGE:
     case IBV_EVENT_PKEY_CHANGE:

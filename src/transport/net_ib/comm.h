@@ -55,6 +55,10 @@ struct ncclIbCommDev {
   /* receiver, GPUDirect flush: a QP connected to itself that reads one byte */
   struct ibv_qp* flushQp;
   struct ibv_mr* flushMr;
+  /* liveness.c: the device's asynchronous events looked at so far, and since when its port
+   * has not been ACTIVE (0: it is) */
+  uint32_t portErrSeen, qpErrSeen;
+  uint64_t portDownNs;
 };
 
 struct ncclIbRequest {
@@ -99,7 +103,10 @@ struct ncclIbNetCommBase {
   int useInline;
   uint32_t maxInline;                  /* what the QPs were granted */
   int qpTc, qpSl;                      /* traffic class and service level of the data QPs */
-  int failed;                          /* an error completion was seen */
+  int failed;                          /* an error completion was seen (liveness.h: railnetIbCommFail) */
+  uint64_t peerLookNs;                 /* liveness.h: when to look at the peer's socket next */
+  uint64_t peerGoneNs;                 /* ... when it was first seen closed (0: it was not) */
+  uint64_t portLookNs;                 /* liveness.h: when to query the ports of the comm next */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */
   /* what the data path cost so far: requests completed, work requests posted (data and

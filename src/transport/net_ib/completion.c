@@ -10,6 +10,7 @@
 #include "eager.h"
 #include "failover.h"
 #include "ibvwrap.h"
+#include "liveness.h"
 #include "matching.h"
 #include "prof.h"
 #include "qp.h"
@@ -94,7 +95,7 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
          "/ ibv_devinfo on this host; NCCL cannot use this NIC until the port is ACTIVE again",
          dev->devName, dev->portNum, portStateName(pa.state));
   if (hint) WARN("NET/IB : HINT: %s", hint);
-  base->failed = 1;
+  railnetIbCommFail(base);
   return ncclRemoteError;
 }
 
@@ -179,6 +180,14 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
 
 ncclResult_t railnetIbProcessWc(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
   if (wc->status != IBV_WC_SUCCESS) {
+    struct ibv_qp* fq = base->devs[d].flushQp;
+    if (base->fo && !base->isSend && fq && fq->qp_num == wc->qp_num) {
+      /* a flush read on a device whose port went: as NCCL, that device's share of the flush
+       * is over (what arrived there arrived; the rest is replayed on the devices left) */
+      struct ncclIbRequest* r = requestAt(base, wc->wr_id);
+      if (r && r->type == NCCL_NET_IB_REQ_FLUSH) r->events[d] = 0;
+      if (!railnetIbFoDevInUse(base, d)) return ncclSuccess;
+    }
     if (base->fo && railnetIbFoTakeError(base, d, railnetIbQpIndex(base, d, wc->qp_num), wc)) return ncclSuccess;
     return reportWcError(base, d, wc);
   }

@@ -25,9 +25,16 @@ extern "C" {
 #define NCCL_IB_LLSTR(ll) \
   (((ll) == IBV_LINK_LAYER_INFINIBAND) ? "IB" : (((ll) == IBV_LINK_LAYER_ETHERNET) ? "RoCE" : "UNSPECIFIED"))
 
-/* Fatal asynchronous events seen on a device (or, through qp_context/cq_context, a comm). */
+/* Asynchronous events seen on a device (async.c writes, comms read; all atomic). A device
+ * or CQ error is fatal for every comm of the device; a QP's error only for the comm that
+ * owns the QP: its number goes into a ring the comms look through (liveness.c); a port
+ * that went down bumps portErrors and the comms on it look at the port. */
+#define RAILNET_IB_QP_EVENTS 16
 struct ncclIbStats {
-  int fatalErrorCount; /* atomic */
+  int fatalErrorCount;
+  uint32_t portErrors;
+  uint32_t qpErrors;                        /* QP events so far; the last ones in qpErrorNums */
+  uint32_t qpErrorNums[RAILNET_IB_QP_EVENTS]; /* qp_num of event k at k % RAILNET_IB_QP_EVENTS */
 };
 
 /* One registration of a page-aligned range, shared by every regMr that falls inside it. */

@@ -12,8 +12,17 @@
 #include "socket.h"
 
 #define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
-#define ANSWER_TIMEOUT_NS 30000000000ull    /* the receiver answers a query within 30 s */
-#define REWRITE_TIMEOUT_NS 10000000000ull   /* the rewritten clear-to-send entries land within 10 s */
+
+/* Bounds from the configured timeouts (README, port failover): a rewritten clear-to-send
+ * lands, or its QP fails, within the QPs' retry time; the receiver answers a query once its
+ * own gone QPs were taken in and its rewrites landed. Never below 10 s (a loaded host). */
+static uint64_t rewriteBoundNs(void) {
+  uint64_t b = 2 * railnetIbRetryTimeNs() + 5000000000ull;
+  return b < 10000000000ull ? 10000000000ull : b;
+}
+static uint64_t answerBoundNs(struct railnetIbFailover* fo) {
+  return 2 * rewriteBoundNs() + (uint64_t)fo->probeDelayMs * 1000000ull;
+}
 
 /* The QPs a message names gone are gone here too; returns how many were not before. */
 static int takeDead(struct ncclIbNetCommBase* base, const struct railnetIbFoMsg* m) {
@@ -63,23 +72,29 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
   char peer[SOCKET_NAME_MAXLEN];
   NCCLCHECK(peerFailure(base, takeDead(base, query)));
   NCCLCHECK(drain(base));
-  /* what the sender has not taken from its fifo may have been lost with a gone QP */
+  /* what the sender has not taken from its fifo may have been lost with a gone QP; a
+   * rewrite lost too (another device went meanwhile) is written again on the QPs left */
   int rewrites = 0;
-  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
-    struct ncclIbRequest* r = comm->recvReqs[s];
-    if (r == NULL || r->id < query->fifoHead) continue;
-    if (railnetIbPostCts(comm, r, s, 1) != ncclSuccess) return railnetIbFoFail(base);
-    rewrites++;
-  }
-  uint64_t deadline = railnetClockNs() + REWRITE_TIMEOUT_NS;
-  while (fo->ctsRewrites > 0) {
-    NCCLCHECK(drain(base));
-    if (railnetClockNs() > deadline) {
-      WARN("NET/IB : port failover: %d clear-to-send entries rewritten to %s did not land within 10 s: the comm's "
-           "other devices failed too; the comm fails", fo->ctsRewrites, railnetIbPeerStr(base, peer));
-      return railnetIbFoFail(base);
+  uint64_t bound = rewriteBoundNs(), deadline = railnetClockNs() + bound;
+  do {
+    fo->ctsRewriteLost = 0;
+    for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
+      struct ncclIbRequest* r = comm->recvReqs[s];
+      if (r == NULL || r->id < query->fifoHead) continue;
+      if (railnetIbPostCts(comm, r, s, 1) != ncclSuccess) return railnetIbFoFail(base);
+      rewrites++;
     }
-  }
+    while (fo->ctsRewrites > 0) {
+      NCCLCHECK(drain(base));
+      if (base->failed) return ncclRemoteError;
+      if (railnetClockNs() > deadline) {
+        WARN("NET/IB : port failover: %d clear-to-send entries rewritten to %s did not land within %.0f s (twice the "
+             "QPs' retry time + 5 s): the comm's other devices failed too; the comm fails",
+             fo->ctsRewrites, railnetIbPeerStr(base, peer), bound / 1e9);
+        return railnetIbFoFail(base);
+      }
+    }
+  } while (fo->ctsRewriteLost && railnetIbFoLiveQps(base) > 0);
   struct railnetIbFoMsg state;
   memset(&state, 0, sizeof(state));
   state.type = RAILNET_IB_FO_STATE;
@@ -211,12 +226,20 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     NCCLCHECK(railnetIbFoSend(base, &m, "failover query"));
     for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
     fo->state = RAILNET_IB_FO_WAIT;
-    fo->stateNs = now + ANSWER_TIMEOUT_NS;
+    fo->stateNs = now + answerBoundNs(fo);
   }
-  if (fo->state == RAILNET_IB_FO_WAIT && (now > fo->stateNs || fo->sockClosed)) {
-    WARN("NET/IB : port failover: %s did not answer the failover query %s: its process is stuck or died; the comm "
-         "fails", railnetIbPeerStr(base, peer), fo->sockClosed ? "(it closed the socket)" : "within 30 s");
+  if (fo->state == RAILNET_IB_FO_WAIT && fo->sockClosed) {
+    WARN("NET/IB : port failover: %s closed its connection before it answered the failover query: its process "
+         "exited or its comm failed (look at its log); the comm fails", railnetIbPeerStr(base, peer));
     return railnetIbFoFail(base);
+  }
+  if (fo->state == RAILNET_IB_FO_WAIT && now > fo->stateNs) {
+    /* the peer is there (its socket is open) but calls nothing on its comm: between steps,
+     * in a checkpoint, or hung. Waiting loses nothing; say so and look again later */
+    WARN("NET/IB : port failover: %s has not answered the failover query for %.0f s although its connection is "
+         "open: its process does not call the comm (busy elsewhere, or hung: look at its stack). Still waiting",
+         railnetIbPeerStr(base, peer), (now - fo->stateNs + answerBoundNs(fo)) / 1e9);
+    fo->stateNs = now + answerBoundNs(fo);
   }
   NCCLCHECK(postReplays(comm));
   return railnetIbRecoverySendStep(comm, now);

@@ -58,7 +58,8 @@ struct railnetIbFailover {
   /* receiver: per fifo slot, the chunks of its receive not arrived; clear-to-send rewrites
    * not completed yet */
   uint64_t recvMissing[RAILNET_IB_FIFO_SLOTS];
-  int ctsRewrites;
+  int ctsRewrites;                     /* rewrites posted and not completed (either way) */
+  int ctsRewriteLost;                  /* ... one of them completed with an error */
   /* port recovery (recovery.c): on for this comm, its variables; per device when it failed
    * (0: it did not) and the attempts made; the attempt under way (sender: its state, device,
    * deadline, alive batches done and writes in flight); the new QPs not in use yet; the QPs
@@ -104,6 +105,9 @@ int railnetIbFoDevInUse(struct ncclIbNetCommBase* base, int d);
  * device's QPs are now gone, or the QP was gone already); 0 when the comm must fail (an
  * access or length error, no QP left, or too many failures). */
 int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc);
+/* Device d lost its port or its QPs failed asynchronously (liveness.c; cause: how that was
+ * seen): 1 when failover takes it (or it was gone already), 0 when the comm must fail. */
+int railnetIbFoPortGone(struct ncclIbNetCommBase* base, int d, const char* cause);
 
 /* Port recovery: new QP q (fo->newQps) replaces the gone one, which is kept until the comm
  * closes; 1 if there was one. By number: the new QP of device d numbered qpNum (the

@@ -5,13 +5,14 @@
 #include <string.h>
 #include "failover.h"
 #include "qp.h"
+#include "liveness.h"
 #include "debug.h"
 #include "socket.h"
 
 #define SEND_TIMEOUT_NS 5000000000ull /* a message of ~600 bytes leaves within 5 s */
 
 ncclResult_t railnetIbFoFail(struct ncclIbNetCommBase* base) {
-  base->failed = 1;
+  railnetIbCommFail(base);
   return ncclRemoteError;
 }
 

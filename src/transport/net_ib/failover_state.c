@@ -117,16 +117,11 @@ static int pathGone(enum ibv_wc_status s) {
   }
 }
 
-int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc) {
+/* Device d of the comm lost its path (cause: how that was seen): its QPs, and those of the
+ * other devices whose port is not ACTIVE either, are gone; 0 when nothing is left or the
+ * attempts are spent (the comm must fail; WARN said why). */
+static int takeDevice(struct ncclIbNetCommBase* base, int d, const char* cause) {
   struct railnetIbFailover* fo = base->fo;
-  if (fo == NULL) return 0;
-  if (wc->wr_id & RAILNET_IB_FO_ALIVE) { /* a recovering QP failed its alive check */
-    fo->aliveFailed = 1;
-    return 1;
-  }
-  if (q >= 0 && fo->dead[q]) return 1; /* the flushes of a QP already gone */
-  if (q < 0 && !railnetIbFoDevInUse(base, d)) return 1;
-  if (!pathGone(wc->status)) return 0;
   /* a link that went down often takes its neighbours along (one switch, one cable tray):
    * a device left whose port is not active cannot take the traffic either */
   uint32_t down = 1u << d;
@@ -140,8 +135,8 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
   }
   int left = 0;
   for (int k = 0; k < base->nqps; k++) left += !fo->dead[k] && !(down & (1u << base->qps[k].devIndex));
+  char peer[SOCKET_NAME_MAXLEN];
   if (left == 0 || fo->failures + __builtin_popcount(down) > fo->maxAttempts) {
-    char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
          ncclSocketToString(&base->sock.addr, peer, 1),
          left == 0 ? "no device of the comm is left"
@@ -158,16 +153,41 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
   }
   fo->failures++;
   struct ncclIbDev* dev = &ncclIbDevs[base->devs[d].ibDevN];
-  char peer[SOCKET_NAME_MAXLEN];
-  snprintf(fo->why, sizeof(fo->why), "%s:%d lost its path to %s (completion status=%s(%d) on qp_num=%u)",
-           dev->devName, dev->portNum, ncclSocketToString(&base->sock.addr, peer, 1), wrap_ibv_wc_status_str(wc->status), wc->status,
-           wc->qp_num);
+  snprintf(fo->why, sizeof(fo->why), "%s:%d lost its path to %s (%s)", dev->devName, dev->portNum,
+           ncclSocketToString(&base->sock.addr, peer, 1), cause);
   railnetIbFoMarkDevice(base, d);
   WARN("NET/IB : port failover: %s; its QPs of the %s comm are gone, traffic moves to the comm's other devices "
        "(failure %d of NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=%d). Check the cable, the switch port and "
        "ibv_devinfo on both hosts",
        fo->why, base->isSend ? "send" : "receive", fo->failures, fo->maxAttempts);
   return 1;
+}
+
+int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return 0;
+  /* only the sender posts alive writes (a receiver's pre-posted receives have every bit set) */
+  if (base->isSend && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* a recovering QP failed its alive check */
+    fo->aliveFailed = 1;
+    return 1;
+  }
+  if (!base->isSend && wc->wr_id != UINT64_MAX && (wc->wr_id & RAILNET_IB_FO_CTS_REWRITE)) {
+    fo->ctsRewrites--; /* a rewritten clear-to-send that did not land: answerQuery writes it again */
+    fo->ctsRewriteLost = 1;
+  }
+  if (q >= 0 && fo->dead[q]) return 1; /* the flushes of a QP already gone */
+  if (q < 0 && !railnetIbFoDevInUse(base, d)) return 1;
+  if (!pathGone(wc->status)) return 0;
+  char cause[96];
+  snprintf(cause, sizeof(cause), "completion status=%s(%d) on qp_num=%u", wrap_ibv_wc_status_str(wc->status),
+           wc->status, wc->qp_num);
+  return takeDevice(base, d, cause);
+}
+
+int railnetIbFoPortGone(struct ncclIbNetCommBase* base, int d, const char* cause) {
+  if (base->fo == NULL) return 0;
+  if (!railnetIbFoDevInUse(base, d)) return 1;
+  return takeDevice(base, d, cause);
 }
 
 int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q) {

@@ -21,6 +21,7 @@
 #include "devices.h"
 #include "eager.h"
 #include "failover.h"
+#include "liveness.h"
 #include "ibvwrap.h"
 #include "matching.h"
 #include "post.h"
@@ -61,10 +62,9 @@ static ncclResult_t checkComm(struct ncclIbNetCommBase* base, const char* func) 
     WARN("NET/IB: %s() on a comm with %s that already saw an error completion", func, railnetIbPeerStr(base, peer));
     return ncclRemoteError;
   }
-  for (int i = 0; i < base->vProps.ndevs; i++)
-    if (railnetIbFoDevInUse(base, i)) NCCLCHECK(ncclIbStatsCheckFatalCount(&ncclIbDevs[base->devs[i].ibDevN].stats, func));
+  NCCLCHECK(railnetIbDevicesCheck(base, func));
   if (base->fo) NCCLCHECK(railnetIbFoProgress(base));
-  return ncclSuccess;
+  return railnetIbPeerCheck(base, func);
 }
 
 /* ------------------------------------------------------------------ send */
@@ -83,9 +83,18 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   /* the slot may be written again for position fifoHead + RAILNET_IB_FIFO_SLOTS */
   for (int r = 0; r < nreqs; r++) slots[r].idx = 0;
   comm->ctsCount = 0;
+  /* each isend of a multi-receive counted its completions on the QPs of its time; a failover
+   * since may have moved them: count them again on the QPs the writes go to now */
+  for (int j = 0; j < nreqs; j++)
+    if (reqs[j]) memset(reqs[j]->events, 0, sizeof(reqs[j]->events));
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbChunkQp(base, reqs[0]->id, i);
-    if (qp == NULL) return ncclRemoteError;
+    if (qp == NULL) {
+      railnetIbCommFail(base);
+      return ncclRemoteError;
+    }
+    for (int j = 0; j < nreqs; j++)
+      if (reqs[j]) reqs[j]->events[qp->devIndex]++;
     if (fo) {
       fo->chunkQp[slot][i] = (uint8_t)(qp - base->qps);
       fo->chunkPending[slot] |= 1ull << i;
@@ -129,7 +138,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     WARN("NET/IB : %s reports more eager positions delivered (%llu) than were sent (%llu): not a railnet peer, or "
          "a broken one", railnetIbPeerStr(base, peer), (unsigned long long)comm->eagerReleased,
          (unsigned long long)base->fifoHead);
-    base->failed = 1;
+    railnetIbCommFail(base);
     return ncclRemoteError;
   }
   if (eager < 0) { /* the signaled eager writes' completions end the writes before them, or fail */
@@ -264,7 +273,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   return ncclSuccess;
 fail:
   /* receives already posted cannot be taken back: the comm is unusable now */
-  base->failed = 1;
+  railnetIbCommFail(base);
   req->type = NCCL_NET_IB_REQ_UNUSED;
   return res;
 }
@@ -304,7 +313,7 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
     struct ibv_send_wr* bad = NULL;
     ncclResult_t res = wrap_ibv_post_send(cd->flushQp, &wr, &bad);
     if (res != ncclSuccess) {
-      base->failed = d > 0;
+      if (d > 0) railnetIbCommFail(base);
       req->type = NCCL_NET_IB_REQ_UNUSED;
       return res;
     }
@@ -344,7 +353,7 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
         if (ok != ncclSuccess) {
           ((struct ncclIbRecvComm*)base)->recvReqs[slot] = NULL;
           r->type = NCCL_NET_IB_REQ_UNUSED;
-          base->failed = 1;
+          railnetIbCommFail(base);
           return ok;
         }
         *done = 1;
@@ -371,8 +380,7 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
            railnetIbPeerStr(base, peer));
       return ncclRemoteError;
     }
-    for (int d = 0; d < base->vProps.ndevs; d++)
-      if (railnetIbFoDevInUse(base, d)) NCCLCHECK(ncclIbStatsCheckFatalCount(&ncclIbDevs[base->devs[d].ibDevN].stats, "test"));
+    NCCLCHECK(railnetIbDevicesCheck(base, "test"));
     if (base->fo) NCCLCHECK(railnetIbFoProgress(base));
     if (r->type == NCCL_NET_IB_REQ_RECV && ((struct ncclIbRecvComm*)base)->eager)
       NCCLCHECK(railnetIbEagerCheckLate((struct ncclIbRecvComm*)base, r));
@@ -385,6 +393,6 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
       NCCLCHECK(railnetIbPollDev(base, d, &n));
       polled += n;
     }
-    if (polled == 0) return ncclSuccess;
+    if (polled == 0) return railnetIbPeerCheck(base, "test");
   }
 }

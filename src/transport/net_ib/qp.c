@@ -50,6 +50,11 @@ RAILNET_PARAM_TABLE("net_ib/qp", qpParams);
 int railnetIbParamQpsPerConn(void) { return (int)railnetParamInt(&qpParams[P_QPS_PER_CONN]); }
 int railnetIbParamSplitDataOnQps(void) { return (int)railnetParamInt(&qpParams[P_SPLIT]); }
 
+uint64_t railnetIbRetryTimeNs(void) {
+  uint64_t t = 4096ull << railnetParamInt(&qpParams[P_TIMEOUT]);
+  return t * (uint64_t)(railnetParamInt(&qpParams[P_RETRY_CNT]) + 1);
+}
+
 const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf) {
   return ncclSocketToString(&base->sock.addr, buf, 1);
 }
@@ -183,6 +188,9 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
     struct ncclIbCommDev* cd = &base->devs[i];
     cd->ibDevN = base->vProps.devs[i];
     struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
+    /* events from before the comm are not its own (a QP number may be used again) */
+    cd->portErrSeen = __atomic_load_n(&dev->stats.portErrors, __ATOMIC_ACQUIRE);
+    cd->qpErrSeen = __atomic_load_n(&dev->stats.qpErrors, __ATOMIC_ACQUIRE);
     NCCLCHECK(railnetIbPdAcquire(cd->ibDevN, &cd->pd));
     int qpsHere = (nqps + base->vProps.ndevs - 1) / base->vProps.ndevs;
     int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;

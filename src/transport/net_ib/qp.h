@@ -36,6 +36,9 @@ ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, st
                                 uint32_t qpn);
 /* "1.2.3.4<5>" of a comm's peer. */
 const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf);
+/* How long a data QP retries before it gives up on an unanswered work request:
+ * 4.096 us x 2^NCCL_IB_TIMEOUT x (NCCL_IB_RETRY_CNT + 1): 34 s at NCCL's defaults. */
+uint64_t railnetIbRetryTimeNs(void);
 int railnetIbParamQpsPerConn(void);
 int railnetIbParamSplitDataOnQps(void);
 
