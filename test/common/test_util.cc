@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <mutex>
 #include <sstream>
 
@@ -20,8 +21,10 @@ void LogCapture::logger(ncclDebugLogLevel level, unsigned long flags, const char
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   std::lock_guard<std::mutex> g(logMu);
-  lines().push_back({(int)level, flags, buf});
+  lines().push_back({(int)level, flags, buf, ts.tv_sec * 1000000000LL + ts.tv_nsec});
 }
 
 bool LogCapture::contains(const std::string& needle, int level) {

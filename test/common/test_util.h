@@ -50,7 +50,7 @@ class ScopedEnv {
 
 // Collects messages railnet sends to an NCCL-style logger.
 struct LogCapture {
-  struct Line { int level; unsigned long flags; std::string msg; };
+  struct Line { int level; unsigned long flags; std::string msg; long long ns; /* CLOCK_MONOTONIC when logged */ };
   static std::vector<Line>& lines();
   static void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...);
   static bool contains(const std::string& needle, int level = -1);

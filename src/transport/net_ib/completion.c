@@ -115,6 +115,10 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     if (q >= 0) base->qps[q].sqPosted -= (int)(wc->wr_id & 0xff);
     return ncclSuccess;
   }
+  if (fo && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe came back (probe.c) */
+    if ((wc->wr_id & 0xff) < NCCL_IB_MAX_DEVS_PER_NIC) fo->probeInFlight[wc->wr_id & 0xff] = 0;
+    return ncclSuccess;
+  }
   if (fo && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* port recovery's check of a new QP */
     fo->aliveInFlight--;
     return ncclSuccess;

@@ -138,6 +138,11 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
       NCCLCHECK(railnetIbRecoveryRecv(comm, &m));
       continue;
     }
+    if (fo->in.type == RAILNET_IB_FO_PROBE_REQ) {
+      struct railnetIbFoMsg m = fo->in;
+      NCCLCHECK(railnetIbProbeRecv(comm, &m));
+      continue;
+    }
     if (fo->in.type != RAILNET_IB_FO_QUERY) {
       char peer[SOCKET_NAME_MAXLEN];
       WARN("NET/IB : peer %s sent failover message type %u to a receive comm: the peer is broken", railnetIbPeerStr(base, peer),
@@ -242,6 +247,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     fo->stateNs = now + answerBoundNs(fo);
   }
   NCCLCHECK(postReplays(comm));
+  NCCLCHECK(railnetIbProbeSendStep(comm, now));
   return railnetIbRecoverySendStep(comm, now);
 }
 
@@ -257,6 +263,9 @@ static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
       if (!got) break;
       if (fo->in.type == RAILNET_IB_FO_NOTIFY) {
         NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
+      } else if (fo->in.type == RAILNET_IB_FO_PROBE_ACK) {
+        struct railnetIbFoMsg m = fo->in;
+        NCCLCHECK(railnetIbProbeAnswer(comm, &m));
       } else if (fo->in.type == RAILNET_IB_FO_RECOVER_ACK || fo->in.type == RAILNET_IB_FO_RECOVER_NACK) {
         struct railnetIbFoMsg m = fo->in;
         NCCLCHECK(railnetIbRecoveryAnswer(comm, &m));

@@ -73,7 +73,18 @@ struct railnetIbFailover {
   struct ibv_qp* newQps[NCCL_IB_MAX_QPS];
   struct ibv_qp* replaced[2 * NCCL_IB_MAX_QPS];
   int nReplaced;
+  /* path probes (probe.c): their variables, the setup's state, per device of this side its
+   * probe QP, whether a probe is in flight on it and whether that QP failed; the next round */
+  int probeIntervalMs, probeTimeout, probeRetryCnt;
+  int probeState;
+  struct ibv_qp* probeQps[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint8_t probeInFlight[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint8_t probeFailed[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint64_t probeNs;
 };
+
+/* wr_id of the sender's path probes (| device index) */
+#define RAILNET_IB_FO_PROBE (1ull << 18)
 
 /* wr_id of the sender's alive writes on a recovering QP */
 #define RAILNET_IB_FO_ALIVE (1ull << 17)
@@ -134,6 +145,18 @@ ncclResult_t railnetIbRecoverySendStep(struct ncclIbSendComm* comm, uint64_t now
 ncclResult_t railnetIbRecoveryAnswer(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* m);
 /* Receiver: a REQUEST (new QPs connected to the sender's, or NACK) or DONE (they are used). */
 ncclResult_t railnetIbRecoveryRecv(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* m);
+
+/* ---- probe.c: path probes, driven by failover.c */
+/* Sender: sets the probes up (PROBE_REQ) once, then posts one empty RDMA write per device in
+ * use every RAILNET_IB_PATH_PROBE_INTERVAL ms on the device's probe QP (a QP of its own with
+ * RAILNET_IB_PATH_PROBE_TIMEOUT / _RETRY_CNT), and takes in the completions of those in
+ * flight. A probe that fails (completion.c -> railnetIbFoTakeError) fails its device over:
+ * a path that drops packets with both ports ACTIVE is noticed within the probe's retry time,
+ * whatever NCCL_IB_TIMEOUT the data QPs have. */
+ncclResult_t railnetIbProbeSendStep(struct ncclIbSendComm* comm, uint64_t now);
+/* Sender: the receiver's PROBE_ACK. Receiver: a PROBE_REQ (answered with PROBE_ACK). */
+ncclResult_t railnetIbProbeAnswer(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* m);
+ncclResult_t railnetIbProbeRecv(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* m);
 
 /* ---- failover.c: the exchange (called by the API calls of p2p.c only) */
 /* One step: look at the socket for the peer's message (every call while a failover is under

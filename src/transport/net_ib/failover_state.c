@@ -33,6 +33,7 @@ ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, cons
   base->fo->probeDelayMs = railnetIbParamFailoverProbeDelay();
   base->fo->recovery = railnetIbParamPortRecovery();
   railnetIbRecoveryParams(&base->fo->rp);
+  railnetIbPathProbeParams(&base->fo->probeIntervalMs, &base->fo->probeTimeout, &base->fo->probeRetryCnt);
   INFO(NCCL_NET, "NET/IB : %s comm with %s: port failover on over %d devices (%d failure(s) survived)",
        base->isSend ? "send" : "receive", peer, base->vProps.ndevs, base->fo->maxAttempts);
   return ncclSuccess;
@@ -44,6 +45,8 @@ void railnetIbFoFree(struct ncclIbNetCommBase* base) {
   for (int q = 0; q < NCCL_IB_MAX_QPS; q++)
     if (fo->newQps[q]) wrap_ibv_destroy_qp(fo->newQps[q]);
   for (int i = 0; i < fo->nReplaced; i++) wrap_ibv_destroy_qp(fo->replaced[i]);
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
+    if (fo->probeQps[d]) wrap_ibv_destroy_qp(fo->probeQps[d]);
   free(fo);
   base->fo = NULL;
 }
@@ -170,6 +173,20 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
   if (base->isSend && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* a recovering QP failed its alive check */
     fo->aliveFailed = 1;
     return 1;
+  }
+  if (base->isSend && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe failed (probe.c) */
+    int pd = (int)(wc->wr_id & 0xff);
+    if (pd >= base->vProps.ndevs) return 0;
+    fo->probeInFlight[pd] = 0;
+    fo->probeFailed[pd] = 1;
+    if (!railnetIbFoDevInUse(base, pd)) return 1; /* flushed: the device went another way */
+    char cause[192];
+    snprintf(cause, sizeof(cause),
+             "its path probe got no acknowledgement within %.1f s (RAILNET_IB_PATH_PROBE_TIMEOUT=%d, "
+             "_RETRY_CNT=%d; status=%s(%d)): the path drops packets although the ports are ACTIVE",
+             4.096e-6 * (double)(1ull << fo->probeTimeout) * (fo->probeRetryCnt + 1), fo->probeTimeout,
+             fo->probeRetryCnt, wrap_ibv_wc_status_str(wc->status), wc->status);
+    return takeDevice(base, pd, cause);
   }
   if (!base->isSend && wc->wr_id != UINT64_MAX && (wc->wr_id & RAILNET_IB_FO_CTS_REWRITE)) {
     fo->ctsRewrites--; /* a rewritten clear-to-send that did not land: answerQuery writes it again */

@@ -110,8 +110,9 @@ static ncclResult_t qpCreate(struct ncclIbNetCommBase* base, int devIndex, int a
 }
 
 /* INIT -> RTR -> RTS towards remote QP qpn on the peer's device info rem. */
-static ncclResult_t qpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
-                              const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl) {
+static ncclResult_t qpConnectTimed(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
+                                   const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl, int timeout,
+                                   int retryCnt) {
   struct ncclIbCommDev* cd = &base->devs[devIndex];
   struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
   struct ibv_qp_attr attr;
@@ -149,8 +150,8 @@ static ncclResult_t qpConnect(struct ncclIbNetCommBase* base, int devIndex, stru
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = (uint8_t)railnetParamInt(&qpParams[P_TIMEOUT]);
-  attr.retry_cnt = (uint8_t)railnetParamInt(&qpParams[P_RETRY_CNT]);
+  attr.timeout = (uint8_t)timeout;
+  attr.retry_cnt = (uint8_t)retryCnt;
   attr.rnr_retry = 7;
   attr.sq_psn = 0;
   attr.max_rd_atomic = 1;
@@ -165,6 +166,13 @@ static ncclResult_t qpConnect(struct ncclIbNetCommBase* base, int devIndex, stru
   return ncclSuccess;
 }
 
+/* ... with the user's NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT */
+static ncclResult_t qpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
+                              const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl) {
+  return qpConnectTimed(base, devIndex, qp, rem, qpn, tc, sl, (int)railnetParamInt(&qpParams[P_TIMEOUT]),
+                        (int)railnetParamInt(&qpParams[P_RETRY_CNT]));
+}
+
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out) {
   return qpCreate(base, devIndex, IBV_ACCESS_REMOTE_WRITE, out);
 }
@@ -172,6 +180,12 @@ ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, str
 ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp, int remDevIndex,
                                 uint32_t qpn) {
   return qpConnect(base, devIndex, qp, &base->remDevs[remDevIndex], qpn, base->qpTc, base->qpSl);
+}
+
+ncclResult_t railnetIbQpConnectTimed(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
+                                     int remDevIndex, uint32_t qpn, int timeout, int retryCnt) {
+  return qpConnectTimed(base, devIndex, qp, &base->remDevs[remDevIndex], qpn, base->qpTc, base->qpSl, timeout,
+                        retryCnt);
 }
 
 /* ------------------------------------------------------------------ comm resources */
@@ -193,7 +207,9 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
     cd->qpErrSeen = __atomic_load_n(&dev->stats.qpErrors, __ATOMIC_ACQUIRE);
     NCCLCHECK(railnetIbPdAcquire(cd->ibDevN, &cd->pd));
     int qpsHere = (nqps + base->vProps.ndevs - 1) / base->vProps.ndevs;
-    int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;
+    /* + 2: a path probe (probe.c) in flight */
+    int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere + 2
+                           : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;
     NCCLCHECK(wrap_ibv_create_cq(&cd->cq, dev->context, cqe, NULL, NULL, 0));
     cd->gidIndex = dev->gidIndex;
     if (cd->gidIndex < 0) NCCLCHECK(ncclIbGetGidIndex(dev->context, dev->portNum, &dev->portAttr, &cd->gidIndex));

@@ -34,6 +34,9 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out);
 ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp, int remDevIndex,
                                 uint32_t qpn);
+/* ... with its own ACK timeout and retry count (port failover's path probes, probe.c). */
+ncclResult_t railnetIbQpConnectTimed(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
+                                     int remDevIndex, uint32_t qpn, int timeout, int retryCnt);
 /* "1.2.3.4<5>" of a comm's peer. */
 const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf);
 /* How long a data QP retries before it gives up on an unanswered work request:

@@ -8,7 +8,8 @@
 enum {
   P_FAILOVER, P_FAILOVER_MAX_ATTEMPTS, P_FAILOVER_PROBE_DELAY,
   P_RECOVERY, P_RECOVERY_START_DELAY, P_RECOVERY_ATTEMPTS_MAX, P_ALIVE_BATCH_INTERVAL, P_ALIVE_BATCH_SIZE,
-  P_ALIVE_SEQUENCE_SIZE, P_ALIVE_TIMEOUT, P_ACK_TIMEOUT
+  P_ALIVE_SEQUENCE_SIZE, P_ALIVE_TIMEOUT, P_ACK_TIMEOUT, P_PATH_PROBE_INTERVAL, P_PATH_PROBE_TIMEOUT,
+  P_PATH_PROBE_RETRY_CNT
 };
 #define MS_MAX 3600000
 static const railnetParam resiliencyParams[] = {
@@ -38,6 +39,16 @@ static const railnetParam resiliencyParams[] = {
                                               "ms without an alive message before a recovery attempt fails"),
     [P_ACK_TIMEOUT] = RAILNET_PARAM_INT_DEF("NCCL_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT", 5000, 0, MS_MAX,
                                             "ms the peer has to acknowledge a recovered port"),
+    [P_PATH_PROBE_INTERVAL] = RAILNET_PARAM_INT_DEF(
+        "RAILNET_IB_PATH_PROBE_INTERVAL", 500, 0, MS_MAX,
+        "Port failover: ms between empty RDMA writes that check each path of a busy comm on a QP of their own "
+        "(0: no probes; a path that drops packets is then noticed after the data QPs' retry time)"),
+    [P_PATH_PROBE_TIMEOUT] = RAILNET_PARAM_INT_DEF(
+        "RAILNET_IB_PATH_PROBE_TIMEOUT", 16, 1, 31,
+        "Port failover: ACK timeout of the probe QPs (4.096 us x 2^value; 16: 268 ms)"),
+    [P_PATH_PROBE_RETRY_CNT] = RAILNET_PARAM_INT_DEF(
+        "RAILNET_IB_PATH_PROBE_RETRY_CNT", 6, 0, 6,
+        "Port failover: retries of a probe before its path counts as lost (16 and 6: 1.9 s)"),
 };
 RAILNET_PARAM_TABLE("net_ib/resiliency", resiliencyParams);
 
@@ -54,6 +65,12 @@ void railnetIbRecoveryParams(struct railnetIbRecoveryParams* p) {
   p->sequenceSize = (int)railnetParamInt(&resiliencyParams[P_ALIVE_SEQUENCE_SIZE]);
   p->aliveTimeoutMs = (int)railnetParamInt(&resiliencyParams[P_ALIVE_TIMEOUT]);
   p->ackTimeoutMs = (int)railnetParamInt(&resiliencyParams[P_ACK_TIMEOUT]);
+}
+
+void railnetIbPathProbeParams(int* intervalMs, int* timeout, int* retryCnt) {
+  *intervalMs = (int)railnetParamInt(&resiliencyParams[P_PATH_PROBE_INTERVAL]);
+  *timeout = (int)railnetParamInt(&resiliencyParams[P_PATH_PROBE_TIMEOUT]);
+  *retryCnt = (int)railnetParamInt(&resiliencyParams[P_PATH_PROBE_RETRY_CNT]);
 }
 
 void railnetIbResiliencyReport(void) {

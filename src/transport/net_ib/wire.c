@@ -141,15 +141,20 @@ ncclResult_t railnetIbCheckFoMsg(const struct railnetIbFoMsg* m, int nqps, const
   const char* bad = NULL;
   if (m->magic != RAILNET_IB_FO_MAGIC)
     bad = "a failover message without its magic";
-  else if (m->type < RAILNET_IB_FO_NOTIFY || m->type > RAILNET_IB_FO_RECOVER_DONE)
+  else if (m->type < RAILNET_IB_FO_NOTIFY || m->type > RAILNET_IB_FO_PROBE_ACK)
     bad = "a failover message of an unknown type";
   else if (m->nEntries > RAILNET_IB_FIFO_SLOTS)
     bad = "a failover state with more entries than fifo slots";
   for (int q = nqps; bad == NULL && q < NCCL_IB_MAX_QPS; q++)
     if (m->deadQps[q / 64] & (1ull << (q % 64))) bad = "a failover message naming a QP the comm does not have";
-  for (uint32_t e = 0; bad == NULL && m->type >= RAILNET_IB_FO_RECOVER_REQ && e < m->nEntries; e++)
-    if (m->entries[e].id >= (uint64_t)nqps || m->entries[e].missing > 0xffffff)
-      bad = "a recovery message naming a QP the comm does not have";
+  int probe = m->type >= RAILNET_IB_FO_PROBE_REQ;
+  for (uint32_t e = 0; bad == NULL && m->type >= RAILNET_IB_FO_RECOVER_REQ && e < m->nEntries; e++) {
+    uint64_t id = m->entries[e].id;
+    if (m->entries[e].missing > 0xffffff) bad = "a recovery or probe message with a QP number beyond 24 bits";
+    else if (!probe && id >= (uint64_t)nqps) bad = "a recovery message naming a QP the comm does not have";
+    else if (probe && (id > 0xffff || (id & 0xff) >= NCCL_IB_MAX_DEVS_PER_NIC || (id >> 8) >= NCCL_IB_MAX_DEVS_PER_NIC))
+      bad = "a probe message naming a device the comm does not have";
+  }
   if (bad == NULL) return ncclSuccess;
   WARN("NET/IB : peer %s sent %s (type %u, %u entries): the peer is broken or not railnet's", peer, bad, m->type,
        m->nEntries);

@@ -141,7 +141,12 @@ enum {
   RAILNET_IB_FO_RECOVER_REQ = 4,
   RAILNET_IB_FO_RECOVER_ACK = 5,
   RAILNET_IB_FO_RECOVER_NACK = 6,
-  RAILNET_IB_FO_RECOVER_DONE = 7
+  RAILNET_IB_FO_RECOVER_DONE = 7,
+  /* path probes (probe.c): entries are (sender's device | receiver's device << 8, QP number).
+   * PROBE_REQ (sender -> receiver, once after the connection): my probe QPs; PROBE_ACK:
+   * yours, connected to mine */
+  RAILNET_IB_FO_PROBE_REQ = 8,
+  RAILNET_IB_FO_PROBE_ACK = 9
 };
 struct railnetIbFoEntry {
   uint64_t id;                         /* fifo position of a receive in flight */
