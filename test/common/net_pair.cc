@@ -1,4 +1,5 @@
 #include "net_pair.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -194,12 +195,15 @@ std::string netRunSide(const ncclNet_t* net, void* comm, bool send, const NetPla
   bufs->slots.clear();
   bufs->slots.resize(inflight);
   std::string err;
-  for (size_t next = 0, completed = 0; err.empty() && completed < groups.size();) {
-    while (err.empty() && next < groups.size() && next - completed < inflight) {
-      err = postGroup(net, comm, send, plan, groups[next], (int)next, bufs->slots[next % inflight], deadline);
+  size_t total = plan.untilError ? SIZE_MAX : groups.size();
+  for (size_t next = 0, completed = 0; err.empty() && completed < total;) {
+    while (err.empty() && next < total && next - completed < inflight) {
+      err = postGroup(net, comm, send, plan, groups[next % groups.size()], (int)next, bufs->slots[next % inflight],
+                      deadline);
       next++;
     }
-    if (err.empty()) err = completeGroup(net, comm, send, groups[completed], bufs->slots[completed % inflight], deadline);
+    if (err.empty())
+      err = completeGroup(net, comm, send, groups[completed % groups.size()], bufs->slots[completed % inflight], deadline);
     completed++;
   }
   if (!err.empty())  // stopped short: no registration outlives the side (the buffers stay in *bufs)

@@ -32,6 +32,10 @@ struct NetPlan {
   int inflight = 1;              // groups posted before waiting (<= NCCL_NET_MAX_REQUESTS)
   int deadlineMs = 60000;        // whole transfer
   bool reverseSendTags = false;  // isend the buffers of a group in reverse tag order
+  // fault tests: the groups again and again (message k keeps tag and pattern k) until a
+  // request fails or the deadline passes, so the transfer lasts until the fault, however
+  // fast the machine
+  bool untilError = false;
 };
 
 // Where one side keeps its buffers. The caller holds it until the comm is closed: after a

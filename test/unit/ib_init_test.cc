@@ -10,6 +10,7 @@ extern "C" {
 #include "../../src/transport/net_ib/devices.h"
 #include "../../src/transport/net_ib/discovery.h"
 #include "../../src/transport/net_ib/init.h"
+#include "../../src/transport/net_ib/liveness.h"
 #include "testing.h"
 }
 
@@ -437,6 +438,33 @@ TEST_F(IbInitTest, AsyncEventsAreLoggedAndFatalOnesFailComms) {
   EXPECT_EQ(__atomic_load_n(&ncclIbDevs[2].stats.qpErrors, __ATOMIC_ACQUIRE), 1u);
   EXPECT_EQ(ncclIbDevs[2].stats.qpErrorNums[0], 4242u);
   EXPECT_EQ(ncclIbStatsCheckFatalCount(&ncclIbDevs[2].stats, "test"), ncclSuccess);
+  // two comms on that device (liveness.c): the one that owns QP 4242 fails with a WARN naming
+  // it, the other goes on; both looked at the port after its PORT_ERR (ACTIVE: nothing to do)
+  struct ibv_qp other;
+  memset(&other, 0, sizeof(other));
+  other.qp_num = 77;
+  std::unique_ptr<ncclIbNetCommBase> owner(new ncclIbNetCommBase()), bystander(new ncclIbNetCommBase());
+  struct ncclIbQp ownerQp = {}, bystanderQp = {};
+  auto fakeComm = [&](ncclIbNetCommBase* b, struct ncclIbQp* q, struct ibv_qp* v) {
+    memset(b, 0, sizeof(*b));
+    b->isSend = 1;
+    b->vProps.ndevs = 1;
+    b->devs[0].ibDevN = 2;
+    b->sock.fd = -1;
+    q->qp = v;
+    b->qps = q;
+    b->nqps = 1;
+  };
+  fakeComm(owner.get(), &ownerQp, &qp);
+  fakeComm(bystander.get(), &bystanderQp, &other);
+  EXPECT_EQ(railnetIbDevicesCheck(bystander.get(), "test"), ncclSuccess) << LogCapture::all();
+  EXPECT_EQ(bystander->failed, 0);
+  EXPECT_EQ(bystander->devs[0].portErrSeen, 1u);
+  EXPECT_EQ(railnetIbDevicesCheck(owner.get(), "test"), ncclRemoteError);
+  EXPECT_EQ(owner->failed, 1);
+  EXPECT_TRUE(LogCapture::contains("its QP qp_num=4242 got a fatal asynchronous event", NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_EQ(railnetIbDevicesCheck(bystander.get(), "test"), ncclSuccess);
   post(IBV_EVENT_DEVICE_FATAL, 0);
   ASSERT_TRUE(waitAcks(3));
   EXPECT_TRUE(LogCapture::contains("NET/IB : rxe0 async fatal event: local catastrophic error", NCCL_LOG_WARN))
