@@ -434,6 +434,98 @@ TEST_F(IbFailover, BothLinksDownFailsBounded) {
   faultMatrixRow("ib", "fused, both links down, failover=1", "test() fails: no device left, WARN", secs);
 }
 
+// The sender's failover needs the receiver's answer, and the receiver calls nothing on its
+// comm for 60 s (between steps, a checkpoint): the sender keeps waiting (a WARN says so once
+// the bound passed; at 14/4 it is 20 s) and does not fail; when the receiver comes back, it
+// answers in its next irecv and the data moves.
+TEST_F(IbFailover, ReceiverIdleForAMinuteWhileTheSenderFailsOver) {
+  env.set("NCCL_IB_TIMEOUT", "14");
+  env.set("NCCL_IB_RETRY_CNT", "4");
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 2);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  ASSERT_EQ(stream(4, msg, 1, 2, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  ASSERT_TRUE(sh("ip link set veth2 down"));
+  long long t0 = netNowNs();
+  // the sender alone: isend finds no clear-to-send (the receiver posted nothing) and, from
+  // the port's event on, is failing over
+  void* sreq = nullptr;
+  netPatternFill(src.data(), msg, 100);
+  while (!LogCapture::contains("port failover: rxe2", NCCL_LOG_WARN) && netNowNs() - t0 < 60000000000LL)
+    ASSERT_EQ(ib->isend(sc, src.data(), msg, 0, smh, nullptr, &sreq), ncclSuccess) << LogCapture::all();
+  ASSERT_TRUE(LogCapture::contains("port failover: rxe2", NCCL_LOG_WARN)) << LogCapture::all();
+  long long idleFrom = netNowNs();
+  while (netNowNs() - idleFrom < 60000000000LL) {
+    ASSERT_EQ(ib->isend(sc, src.data(), msg, 0, smh, nullptr, &sreq), ncclSuccess) << LogCapture::all();
+    ASSERT_EQ(sreq, nullptr) << "a send went out before the receiver posted anything";
+    usleep(1000);
+  }
+  EXPECT_TRUE(LogCapture::contains("has not answered the failover query for", NCCL_LOG_WARN)) << LogCapture::all();
+  // the receiver is back: its irecv answers the query, the message moves on rxe0
+  void* data = dst.data();
+  size_t size = msg;
+  int tag = 0;
+  void* rreq = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &data, &size, &tag, &rmh, nullptr, &rreq), ncclSuccess) << LogCapture::all();
+  ASSERT_NE(rreq, nullptr);
+  long long deadline = netNowNs() + 60000000000LL;
+  while (sreq == nullptr && netNowNs() < deadline) {
+    ASSERT_EQ(ib->isend(sc, src.data(), msg, 0, smh, nullptr, &sreq), ncclSuccess) << LogCapture::all();
+    int done = 0;
+    ASSERT_EQ(ib->test(rreq, &done, nullptr), ncclSuccess) << LogCapture::all();
+  }
+  ASSERT_NE(sreq, nullptr) << LogCapture::all();
+  std::string err;
+  int got = -1;
+  EXPECT_TRUE(netWait(ib, sreq, nullptr, deadline, &err)) << err << LogCapture::all();
+  EXPECT_TRUE(netWait(ib, rreq, &got, deadline, &err)) << err << LogCapture::all();
+  EXPECT_EQ(got, (int)msg);
+  EXPECT_TRUE(netPatternCheck(dst.data(), msg, 100, nullptr));
+  faultMatrixRow("ib", "fused, link down, receiver idle 60 s, failover=1", "sender waits (WARN), no failure; data moves",
+                 (netNowNs() - t0) / 1e9);
+}
+
+// Two failovers of one comm (NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=2): rxe2's link goes
+// down, recovery takes it back, it goes down again; every message of the three streams
+// arrives (the first failover's clear-to-send rewrites all settled, whatever became of them).
+TEST_F(IbFailover, TwoFailoversInARow) {
+  env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", "2");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "100");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "50");
+  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "3");
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 8);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  auto downAt = [&](int at) {
+    return [at](int k) {
+      if (k != at) return;
+      ASSERT_TRUE(sh("ip link set veth2 down"));
+    };
+  };
+  ASSERT_EQ(stream(16, msg, 1, 8, downAt(4), netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  ASSERT_TRUE(sh("ip link set veth2 up"));
+  routesUp();
+  ASSERT_TRUE(waitActive());
+  long long deadline = netNowNs() + 60000000000LL;
+  while (!LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO) && netNowNs() < deadline)
+    ASSERT_EQ(stream(4, msg, 1, 4, nullptr, netNowNs() + 60000000000LL, &sends, &recvs), "") << LogCapture::all();
+  ASSERT_TRUE(LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO)) << LogCapture::all();
+  size_t warnsBefore = 0;
+  for (auto& l : LogCapture::lines()) warnsBefore += l.level == NCCL_LOG_WARN && l.msg.find("port failover: rxe2") != std::string::npos;
+  long long t0 = netNowNs();
+  EXPECT_EQ(stream(16, msg, 1, 8, downAt(4), netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  size_t warnsAfter = 0;
+  for (auto& l : LogCapture::lines()) warnsAfter += l.level == NCCL_LOG_WARN && l.msg.find("port failover: rxe2") != std::string::npos;
+  EXPECT_GT(warnsAfter, warnsBefore) << "the second link loss did not fail over\n" << LogCapture::all();
+  faultMatrixRow("ib", "fused, link down, recovered, down again, MAX_ATTEMPTS=2", "both failovers: every byte arrives",
+                 (netNowNs() - t0) / 1e9);
+}
+
 // Recovery on: the link comes back, the device is taken back (new QPs, alive checks) and
 // carries its share of the messages again (rxe2's counters grow).
 TEST_F(IbFailover, RecoveredLinkCarriesTrafficAgain) {
