@@ -11,6 +11,9 @@
  *               traffic again (at most 60 s; needs NCCL_IB_RESILIENCY_PORT_RECOVERY=1);
  *   recovered   both devices again.
  * --plain: one phase, steady. Prints "phase NAME MIB SECONDS MBps" per phase.
+ * --notice: the before and during phases only, then "notice SECONDS": from the --fault
+ * command to railnet's first "port failover:" WARN (how long the loss took to notice), and
+ * --restore. Without such a WARN (the comm failed, or nothing was noticed) it exits 1.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -27,6 +30,7 @@ static const ncclNet_t* net;
 static void *ctx, *sc, *rc, *smh, *rmh;
 static char *sbuf, *rbuf;
 static volatile int recovered, verbose;
+static volatile double faultAt, noticedAt; /* the --fault command's start; the first failover WARN */
 
 static double nowSec(void) {
   struct timespec t;
@@ -44,6 +48,7 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char* fil
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   if (strstr(msg, "carries the send comm's traffic")) recovered = 1;
+  if (faultAt > 0 && noticedAt == 0 && level == NCCL_LOG_WARN && strstr(msg, "port failover: ")) noticedAt = nowSec();
   if (level == NCCL_LOG_WARN || (verbose && (strstr(msg, "failover") || strstr(msg, "recovery"))))
     fprintf(stderr, "failover_bench: %s\n", msg);
 }
@@ -137,6 +142,7 @@ static int move(int count) {
 
 static int phase(const char* name, int count, const char* cmd) {
   double t0 = nowSec();
+  if (cmd && faultAt == 0) faultAt = t0;
   if (cmd && system(cmd) != 0) fprintf(stderr, "failover_bench: %s failed\n", cmd);
   int n = move(count);
   if (n < 0) return -1;
@@ -149,9 +155,10 @@ static int phase(const char* name, int count, const char* cmd) {
 int main(int argc, char** argv) {
   const char *sdevs = "rxe0,rxe2", *rdevs = "rxe1,rxe3", *fault = NULL, *restore = NULL;
   const char* plugin = "build/lib/libnccl-net-railnet.so";
-  int mib = 32, plain = 0;
+  int mib = 32, plain = 0, notice = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plain")) plain = 1;
+    else if (!strcmp(argv[i], "--notice")) notice = 1;
     else if (!strcmp(argv[i], "-v")) verbose = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--mib")) mib = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--plugin")) plugin = argv[++i];
@@ -160,7 +167,7 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--fault")) fault = argv[++i];
     else if (i + 1 < argc && !strcmp(argv[i], "--restore")) restore = argv[++i];
     else {
-      fprintf(stderr, "usage: failover_bench [--plugin PATH] [--mib M] [--plain | --fault CMD --restore CMD] "
+      fprintf(stderr, "usage: failover_bench [--plugin PATH] [--mib M] [--plain | [--notice] --fault CMD --restore CMD] "
                       "[--send-devs a,b] [--recv-devs c,d] [-v]\n");
       return 2;
     }
@@ -184,8 +191,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   int bad = move(WINDOW) < 0; /* warm-up */
-  if (plain) bad = bad || phase("steady", mib, NULL);
-  else
+  if (plain) {
+    bad = bad || phase("steady", mib, NULL);
+  } else if (notice) {
+    bad = bad || phase("before", mib, NULL) || phase("during", mib, fault);
+    if (noticedAt > 0) printf("notice %.3f\n", noticedAt - faultAt);
+    bad = bad || noticedAt == 0;
+    if (system(restore) != 0) fprintf(stderr, "failover_bench: %s failed\n", restore);
+  } else
     bad = bad || phase("before", mib, NULL) || phase("during", mib, fault) || phase("after", mib, NULL) ||
          phase("recovering", -1, restore) || phase("recovered", mib, NULL);
   net->deregMr(sc, smh);

@@ -35,6 +35,8 @@
 #                                polled by both ends, from the INFO each comm logs at close)
 #   railnet_failover_cost  SIZE  MIB  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
 #   railnet_failover_phase  PHASE  MESSAGES  SECONDS  MBps  RATIO_TO_BEFORE
+#   railnet_failover_notice  link_down|silent_path  NCCL_IB_TIMEOUT  SECONDS  DATA_QP_RETRY_SECONDS
+#                                (fault to the failover WARN; the data QPs' retry time beside it)
 # The last two, on a fused comm rxe0+rxe2 -> rxe1+rxe3 (a second veth pair added for them,
 # bench/failover_bench, 1 MiB messages, 8 in flight): what NCCL_IB_RESILIENCY_PORT_FAILOVER=1
 # costs when nothing fails (two alternating runs each; target: a ratio of 1, no measurable
@@ -131,7 +133,7 @@ ip route replace 198.18.1.1/32 dev veth3 src 198.18.1.2 table 100 && \
 ip neigh replace 198.18.1.2 lladdr 02:00:c6:12:01:02 dev veth2 nud permanent && \
 ip neigh replace 198.18.1.1 lladdr 02:00:c6:12:01:01 dev veth3 nud permanent"
 second_pair_up() {
-  local n i g
+  local n
   ip link add veth2 address 02:00:c6:12:01:01 type veth peer name veth3 address 02:00:c6:12:01:02 || return 1
   ip addr add 198.18.1.1/32 dev veth2 && ip addr add 198.18.1.2/32 dev veth3 || return 1
   for n in veth2 veth3; do
@@ -141,6 +143,11 @@ second_pair_up() {
   done
   sh -c "$SECOND_ROUTES" || return 1
   rdma link add rxe2 type rxe netdev veth2 && rdma link add rxe3 type rxe netdev veth3 || return 1
+  wait_second_pair_active
+}
+# rxe2 and rxe3 ACTIVE with their IPv4 GID (20 s at most)
+wait_second_pair_active() {
+  local n i g
   for i in $(seq 200); do
     g=0
     for n in rxe2 rxe3; do
@@ -160,9 +167,36 @@ second_pair_down() {
 }
 
 # fb ARGS...: bench/failover_bench on the fused comm, its sockets over lo
+# (NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT from the caller, else 14 / 4)
 fb() {
-  RAILNET_TRANSPORT=ib NCCL_SOCKET_IFNAME=lo NCCL_IB_TIMEOUT=14 NCCL_IB_RETRY_CNT=4 NCCL_NET_PLUGIN= \
+  RAILNET_TRANSPORT=ib NCCL_SOCKET_IFNAME=lo NCCL_IB_TIMEOUT=${NCCL_IB_TIMEOUT:-14} \
+    NCCL_IB_RETRY_CNT=${NCCL_IB_RETRY_CNT:-4} NCCL_NET_PLUGIN= \
     "$BUILD/bench/failover_bench" --plugin "$PLUGIN" "$@"
+}
+
+# notice_rows MIB TSV: how long port failover takes to notice a lost path, from the fault to
+# its WARN, at NCCL_IB_TIMEOUT 14, 20 (NCCL's default) and 22 (NCCL_IB_RETRY_CNT 7, NCCL's):
+# a link down (the port's event) and a path that drops every packet with its ports ACTIVE
+# (the path probe; the data QPs alone would take their retry time, 4.096 us x 2^t x 8).
+notice_rows() {
+  local mib=$1 tsv=$2 t kind fault restore out secs qp status=0
+  second_pair_up || { echo "notice: could not add the second veth pair and rxe2/rxe3" >&2; second_pair_down; return 1; }
+  for t in 14 20 22; do
+    qp=$(awk -v t="$t" 'BEGIN { printf "%.1f", 4.096e-6 * 2^t * 8 }')
+    for kind in link_down silent_path; do
+      if [ $kind = link_down ]; then fault="ip link set veth2 down" restore="ip link set veth2 up && $SECOND_ROUTES"
+      else fault="tc qdisc add dev veth2 root netem loss 100%" restore="tc qdisc del dev veth2 root"; fi
+      out=$(NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_TIMEOUT=$t NCCL_IB_RETRY_CNT=7 \
+            fb --notice --mib "$mib" --fault "$fault" --restore "$restore") || status=1
+      secs=$(sed -n 's/^notice //p' <<<"$out")
+      printf '  %-10s %-12s NCCL_IB_TIMEOUT=%-2s: noticed %s s after the fault (the data QPs alone: %s s)\n' \
+        notice "$kind" "$t" "${secs:-never}" "$qp"
+      printf 'railnet_failover_notice\t%s\t%s\t%s\t%s\n' "$kind" "$t" "${secs:-never}" "$qp" >>"$tsv"
+      wait_second_pair_active || { echo "notice: rxe2/rxe3 did not come back after $kind" >&2; status=1; break 2; }
+    done
+  done
+  second_pair_down
+  return $status
 }
 
 # failover_rows MIB TSV: on the fused comm, (1) 1 MiB bandwidth with
@@ -247,6 +281,7 @@ in_vm() {
     "$HERE/softroce-perftest.sh" --in-vm lat 8 "$latIters" >/dev/null 2>&1 || status=1
   fi
   failover_rows "$mib" "$tsv" || status=1
+  notice_rows 8 "$tsv" || status=1
   row=$(pair --lat -s 8 -n "$latIters" --warmup 20) || return 1
   IFS=, read -r _ _ _ _ _ typ avg _ <<<"$row"
   read -r rtyp ravg <<<"$(awk -F'\t' '$1 == "ib_write_lat" && $2 == 8 { t = $6; a = $7 } END { print t, a }' "$pt" 2>/dev/null)"

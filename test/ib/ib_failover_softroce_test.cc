@@ -434,6 +434,35 @@ TEST_F(IbFailover, BothLinksDownFailsBounded) {
   faultMatrixRow("ib", "fused, both links down, failover=1", "test() fails: no device left, WARN", secs);
 }
 
+// The fault while only a clear-to-send is in flight, at NCCL's default timeouts: one message
+// at a time; before the irecv of message 5 the second path starts dropping every packet
+// (ports ACTIVE, no event). Position 5's clear-to-send goes on QP 1 (slot 5 % 2 devices), on
+// that path: it is lost, the sender has nothing posted to fail and waits for it, and the
+// receiver's write would retry for 34 s (for ever on soft-RoCE). The sender's path probe
+// notices within its retry time, the receiver rewrites the entry on rxe1, the message moves.
+TEST_F(IbFailover, ClearToSendLostWithNothingElseInFlight) {
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  long long faultAt = 0;
+  std::string err = stream(8, msg, 1, 1, [&](int k) {
+    if (k != 5) return;
+    ASSERT_TRUE(sh("tc qdisc add dev veth2 root netem loss 100%"));
+    faultAt = netNowNs();
+  }, netNowNs() + 120000000000LL, &sends, &recvs);
+  EXPECT_EQ(err, "") << LogCapture::all();
+  EXPECT_EQ(recvs, 8);
+  EXPECT_TRUE(LogCapture::contains("its path probe got no acknowledgement", NCCL_LOG_WARN)) << LogCapture::all();
+  double warn = firstLogSecs("port failover: rxe", NCCL_LOG_WARN, faultAt);
+  printf("clear-to-send lost alone at NCCL's defaults: %s; ", err.empty() ? "every byte arrived" : err.c_str());
+  printFailoverTimes(faultAt);
+  EXPECT_GE(warn, 0.0);
+  faultMatrixRow("ib", "fused, clear-to-send lost on a silent path, defaults, failover=1",
+                 "path probe notices, entry rewritten, every byte arrives", (netNowNs() - faultAt) / 1e9);
+}
+
 // The sender's failover needs the receiver's answer, and the receiver calls nothing on its
 // comm for 60 s (between steps, a checkpoint): the sender keeps waiting (a WARN says so once
 // the bound passed; at 14/4 it is 20 s) and does not fail; when the receiver comes back, it

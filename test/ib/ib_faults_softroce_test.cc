@@ -188,15 +188,26 @@ class IbFaultTest : public ::testing::Test {
     env.unset("NCCL_IB_TIMEOUT");
     env.unset("NCCL_IB_RETRY_CNT");
   }
-  void receiverKilled(bool atDefaults);
-  void senderKilled(bool atDefaults);
+  // fused: both sides on the vDevice rxe0+rxe1 with NCCL_IB_RESILIENCY_PORT_FAILOVER=1
+  void receiverKilled(bool atDefaults, bool fused = false);
+  void senderKilled(bool atDefaults, bool fused = false);
+  void failoverOn(bool fused) {
+    if (fused) env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", "1");
+  }
+  // device 'plain' of this process, or the fused rxe0+rxe1 (-1: makeVDevice failed)
+  static int deviceFor(bool fused, int plain) {
+    int d = plain;
+    if (fused && ibFuseFirstTwoDevices(&d) != ncclSuccess) return -1;
+    return d;
+  }
 };
 
 // The receiver (a child on rxe0) takes two messages, posts clear-to-send for four more,
 // and is killed. The sender (here, on rxe1) already holds those clear-to-sends: its next
 // isend is posted, its RDMA writes go unacknowledged, and test() fails.
-void IbFaultTest::receiverKilled(bool atDefaults) {
+void IbFaultTest::receiverKilled(bool atDefaults, bool fused) {
   if (atDefaults) atNcclDefaults();
+  failoverOn(fused);
   int hp[2], sp[2], lp[2];
   ASSERT_EQ(pipe(hp), 0);
   ASSERT_EQ(pipe(sp), 0);
@@ -210,7 +221,8 @@ void IbFaultTest::receiverKilled(bool atDefaults) {
     void *cctx = nullptr, *lc = nullptr, *rc = nullptr;
     char handle[NCCL_NET_HANDLE_MAXSIZE];
     if (ib->init(&cctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) _exit(3);
-    if (ib->listen(cctx, 0, handle, &lc) != ncclSuccess) _exit(4);
+    int cdev = deviceFor(fused, 0);
+    if (cdev < 0 || ib->listen(cctx, cdev, handle, &lc) != ncclSuccess) _exit(4);
     if (write(hp[1], handle, sizeof(handle)) != (ssize_t)sizeof(handle)) _exit(5);
     long long deadline = netNowNs() + 60000000000LL;
     while (rc == nullptr) {
@@ -244,7 +256,9 @@ void IbFaultTest::receiverKilled(bool atDefaults) {
   ASSERT_TRUE(readFull(hp[0], handle, sizeof(handle), 60000)) << drain(lp[0]);
   void* sc = nullptr;
   long long deadline = netNowNs() + 60000000000LL;
-  while (sc == nullptr && netNowNs() < deadline) ASSERT_EQ(ib->connect(ctx, 1, handle, &sc, nullptr), ncclSuccess);
+  int dev = deviceFor(fused, 1);
+  ASSERT_GE(dev, 0);
+  while (sc == nullptr && netNowNs() < deadline) ASSERT_EQ(ib->connect(ctx, dev, handle, &sc, nullptr), ncclSuccess);
   ASSERT_NE(sc, nullptr) << drain(lp[0]);
   Buf bufs[3];
   for (auto& b : bufs) ASSERT_EQ(ib->regMr(sc, b.mem.get(), kMsg, NCCL_PTR_HOST, &b.mh), ncclSuccess);
@@ -264,7 +278,8 @@ void IbFaultTest::receiverKilled(bool atDefaults) {
   std::string childLog = drain(lp[0]);
   void* req = postSend(sc, bufs[2], 2, netNowNs() + 10000000000LL);
   ASSERT_NE(req, nullptr) << "no clear-to-send from the receiver before it died";
-  expectPeerDeathReported(req, "send", atDefaults, "receiver killed mid-transfer",
+  expectPeerDeathReported(req, "send", atDefaults,
+                          fused ? "receiver killed mid-transfer, fused, failover=1" : "receiver killed mid-transfer",
                           "sender's test() fails: retry exceeded, peer named");
   // the comm stays failed: later calls say so instead of hanging
   void* again = nullptr;
@@ -283,9 +298,13 @@ void IbFaultTest::receiverKilled(bool atDefaults) {
 // unacknowledged, and the receive's test() fails.
 TEST_F(IbFaultTest, ReceiverKilledMidTransferFailsTheSendersTestInBoundedTime) { receiverKilled(false); }
 TEST_F(IbFaultTest, ReceiverKilledAtNcclDefaultTimeoutsFailsTheSenderWithinSeconds) { receiverKilled(true); }
+TEST_F(IbFaultTest, ReceiverKilledAtNcclDefaultTimeoutsWithFailoverFailsTheSenderWithinSeconds) {
+  receiverKilled(true, true);
+}
 
-void IbFaultTest::senderKilled(bool atDefaults) {
+void IbFaultTest::senderKilled(bool atDefaults, bool fused) {
   if (atDefaults) atNcclDefaults();
+  failoverOn(fused);
   int hp[2], sp[2], lp[2];
   ASSERT_EQ(pipe(hp), 0);
   ASSERT_EQ(pipe(sp), 0);
@@ -295,7 +314,9 @@ void IbFaultTest::senderKilled(bool atDefaults) {
   ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void* lc = nullptr;
-  ASSERT_EQ(ib->listen(ctx, 0, handle, &lc), ncclSuccess);
+  int dev = deviceFor(fused, 0);
+  ASSERT_GE(dev, 0);
+  ASSERT_EQ(ib->listen(ctx, dev, handle, &lc), ncclSuccess);
   child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -307,8 +328,10 @@ void IbFaultTest::senderKilled(bool atDefaults) {
     if (!readFull(hp[0], h, sizeof(h), 60000)) _exit(3);
     if (ib->init(&cctx, 0, nullptr, nullptr, nullptr) != ncclSuccess) _exit(4);
     long long deadline = netNowNs() + 60000000000LL;
+    int cdev = deviceFor(fused, 1);
+    if (cdev < 0) _exit(5);
     while (sc == nullptr) {
-      if (ib->connect(cctx, 1, h, &sc, nullptr) != ncclSuccess || netNowNs() > deadline) _exit(5);
+      if (ib->connect(cctx, cdev, h, &sc, nullptr) != ncclSuccess || netNowNs() > deadline) _exit(5);
     }
     Buf bufs[2];
     for (int k = 0; k < 2; k++) {
@@ -350,7 +373,8 @@ void IbFaultTest::senderKilled(bool atDefaults) {
   std::string childLog = drain(lp[0]);
   void* req = postRecv(rc, bufs[2], 2);
   ASSERT_NE(req, nullptr);
-  expectPeerDeathReported(req, "receive", atDefaults, "sender killed mid-transfer",
+  expectPeerDeathReported(req, "receive", atDefaults,
+                          fused ? "sender killed mid-transfer, fused, failover=1" : "sender killed mid-transfer",
                           "receiver's test() fails: retry exceeded, peer named");
   for (auto& b : bufs) EXPECT_EQ(ib->deregMr(rc, b.mh), ncclSuccess);
   EXPECT_EQ(ib->closeRecv(rc), ncclSuccess);
@@ -364,6 +388,9 @@ void IbFaultTest::senderKilled(bool atDefaults) {
 
 TEST_F(IbFaultTest, SenderKilledMidTransferFailsTheReceiversTestInBoundedTime) { senderKilled(false); }
 TEST_F(IbFaultTest, SenderKilledAtNcclDefaultTimeoutsFailsTheReceiverWithinSeconds) { senderKilled(true); }
+TEST_F(IbFaultTest, SenderKilledAtNcclDefaultTimeoutsWithFailoverFailsTheReceiverWithinSeconds) {
+  senderKilled(true, true);
+}
 
 // Four comms rxe1 -> rxe0 at once, every comm with its own sizes and pattern, requests of
 // all comms in flight together; each receive gets its comm's data.
