@@ -46,7 +46,7 @@ struct railnetIbFailover {
   uint64_t stateNs;                    /* DELAY: when the query goes out; WAIT: its deadline */
   uint64_t nextLookNs;                 /* when to look at the socket for the peer's message next */
   int sockClosed;                      /* the peer closed the socket (it closed its comm) */
-  char why[192];                       /* the last failure, for the INFO when it is over */
+  char why[320];                       /* the last failure, for the INFO when it is over */
   struct railnetIbFoMsg in;            /* the message being received */
   int inOffset;
   /* sender: per fifo slot posted, the clear-to-send entries its writes went to, the QP of

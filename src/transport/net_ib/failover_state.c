@@ -182,10 +182,10 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
     if (!railnetIbFoDevInUse(base, pd)) return 1; /* flushed: the device went another way */
     char cause[192];
     snprintf(cause, sizeof(cause),
-             "its path probe got no acknowledgement within %.1f s (RAILNET_IB_PATH_PROBE_TIMEOUT=%d, "
-             "_RETRY_CNT=%d; status=%s(%d)): the path drops packets although the ports are ACTIVE",
+             "its path probe got no acknowledgement within %.1f s (RAILNET_IB_PATH_PROBE_TIMEOUT=%d, _RETRY_CNT=%d, "
+             "status %d): the path drops packets",
              4.096e-6 * (double)(1ull << fo->probeTimeout) * (fo->probeRetryCnt + 1), fo->probeTimeout,
-             fo->probeRetryCnt, wrap_ibv_wc_status_str(wc->status), wc->status);
+             fo->probeRetryCnt, wc->status);
     return takeDevice(base, pd, cause);
   }
   if (!base->isSend && wc->wr_id != UINT64_MAX && (wc->wr_id & RAILNET_IB_FO_CTS_REWRITE)) {
