@@ -153,6 +153,39 @@ class IbFailover : public IbTwoDevicesTest {
     if (lc) ib->closeListen(lc);
     smh = rmh = sc = rc = lc = nullptr;
   }
+  // Port recovery on, quick: 100 ms start delay, 3 batches of alive writes 50 ms apart.
+  void fastRecovery() {
+    env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1");
+    env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "100");
+    env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "50");
+    env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "3");
+  }
+  // veth2 up again; messages of msg bytes keep the comm progressing until the sender says
+  // rxe2 carries its traffic again (at most 60 s). "" or what went wrong.
+  std::string bringRxe2Back(size_t msg, int* sends, int* recvs) {
+    if (!sh("ip link set veth2 up")) return "ip link set veth2 up failed";
+    routesUp();
+    if (!waitActive()) return "rxe2/rxe3 did not become active again";
+    long long deadline = netNowNs() + 60000000000LL;
+    while (!LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO) && netNowNs() < deadline) {
+      std::string err = stream(4, msg, 1, 4, nullptr, netNowNs() + 60000000000LL, sends, recvs);
+      if (!err.empty()) return err;
+    }
+    return LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO) ? "" : "rxe2 not back within 60 s";
+  }
+  // A fault callback for stream(): before message at, run the commands and note the time.
+  static std::function<void(int)> faultBefore(int at, std::vector<std::string> cmds, long long* when) {
+    return [at, cmds, when](int k) {
+      if (k != at) return;
+      for (auto& c : cmds) ASSERT_TRUE(sh(c)) << c;
+      if (when) *when = netNowNs();
+    };
+  }
+  static size_t countWarns(const char* what) {
+    size_t n = 0;
+    for (auto& l : LogCapture::lines()) n += l.level == NCCL_LOG_WARN && l.msg.find(what) != std::string::npos;
+    return n;
+  }
   int devNamed(const char* name) {
     int n = 0;
     ib->devices(&n);
@@ -417,12 +450,8 @@ TEST_F(IbFailover, BothLinksDownFailsBounded) {
   if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
   long long t0 = 0;
-  std::string err = stream(64, msg, 1, 8, [&](int k) {
-    if (k != 16) return;
-    ASSERT_TRUE(sh("ip link set veth2 down"));
-    ASSERT_TRUE(sh("ip link set veth0 down"));
-    t0 = netNowNs();
-  }, netNowNs() + 240000000000LL, &sends, &recvs);
+  std::string err = stream(64, msg, 1, 8, faultBefore(16, {"ip link set veth2 down", "ip link set veth0 down"}, &t0),
+                           netNowNs() + 240000000000LL, &sends, &recvs);
   double secs = (netNowNs() - t0) / 1e9;
   sh("ip link set veth0 up");
   softroceLinkUp("veth0");
@@ -447,11 +476,8 @@ TEST_F(IbFailover, ClearToSendLostWithNothingElseInFlight) {
   if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
   long long faultAt = 0;
-  std::string err = stream(8, msg, 1, 1, [&](int k) {
-    if (k != 5) return;
-    ASSERT_TRUE(sh("tc qdisc add dev veth2 root netem loss 100%"));
-    faultAt = netNowNs();
-  }, netNowNs() + 120000000000LL, &sends, &recvs);
+  std::string err = stream(8, msg, 1, 1, faultBefore(5, {"tc qdisc add dev veth2 root netem loss 100%"}, &faultAt),
+                           netNowNs() + 120000000000LL, &sends, &recvs);
   EXPECT_EQ(err, "") << LogCapture::all();
   EXPECT_EQ(recvs, 8);
   EXPECT_TRUE(LogCapture::contains("its path probe got no acknowledgement", NCCL_LOG_WARN)) << LogCapture::all();
@@ -521,36 +547,20 @@ TEST_F(IbFailover, ReceiverIdleForAMinuteWhileTheSenderFailsOver) {
 // arrives (the first failover's clear-to-send rewrites all settled, whatever became of them).
 TEST_F(IbFailover, TwoFailoversInARow) {
   env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", "2");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "100");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "50");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "3");
+  fastRecovery();
   LogCapture cap;
   const size_t msg = 1 << 20;
   connect(msg * 8);
   if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
-  auto downAt = [&](int at) {
-    return [at](int k) {
-      if (k != at) return;
-      ASSERT_TRUE(sh("ip link set veth2 down"));
-    };
-  };
+  auto downAt = [](int at) { return faultBefore(at, {"ip link set veth2 down"}, nullptr); };
   ASSERT_EQ(stream(16, msg, 1, 8, downAt(4), netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
-  ASSERT_TRUE(sh("ip link set veth2 up"));
-  routesUp();
-  ASSERT_TRUE(waitActive());
-  long long deadline = netNowNs() + 60000000000LL;
-  while (!LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO) && netNowNs() < deadline)
-    ASSERT_EQ(stream(4, msg, 1, 4, nullptr, netNowNs() + 60000000000LL, &sends, &recvs), "") << LogCapture::all();
-  ASSERT_TRUE(LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO)) << LogCapture::all();
-  size_t warnsBefore = 0;
-  for (auto& l : LogCapture::lines()) warnsBefore += l.level == NCCL_LOG_WARN && l.msg.find("port failover: rxe2") != std::string::npos;
+  ASSERT_EQ(bringRxe2Back(msg, &sends, &recvs), "") << LogCapture::all();
+  size_t warnsBefore = countWarns("port failover: rxe2");
   long long t0 = netNowNs();
   EXPECT_EQ(stream(16, msg, 1, 8, downAt(4), netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
-  size_t warnsAfter = 0;
-  for (auto& l : LogCapture::lines()) warnsAfter += l.level == NCCL_LOG_WARN && l.msg.find("port failover: rxe2") != std::string::npos;
-  EXPECT_GT(warnsAfter, warnsBefore) << "the second link loss did not fail over\n" << LogCapture::all();
+  EXPECT_GT(countWarns("port failover: rxe2"), warnsBefore) << "the second link loss did not fail over\n"
+                                                            << LogCapture::all();
   faultMatrixRow("ib", "fused, link down, recovered, down again, MAX_ATTEMPTS=2", "both failovers: every byte arrives",
                  (netNowNs() - t0) / 1e9);
 }
@@ -558,32 +568,19 @@ TEST_F(IbFailover, TwoFailoversInARow) {
 // Recovery on: the link comes back, the device is taken back (new QPs, alive checks) and
 // carries its share of the messages again (rxe2's counters grow).
 TEST_F(IbFailover, RecoveredLinkCarriesTrafficAgain) {
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "100");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "50");
-  env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "3");
+  fastRecovery();
   LogCapture cap;
   const size_t msg = 1 << 20;
   connect(msg * 8);
   if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
-  ASSERT_EQ(stream(16, msg, 1, 8, [&](int k) {
-    if (k == 4) {
-      ASSERT_TRUE(sh("ip link set veth2 down"));
-    }
-  }, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  ASSERT_EQ(stream(16, msg, 1, 8, faultBefore(4, {"ip link set veth2 down"}, nullptr), netNowNs() + 120000000000LL,
+                   &sends, &recvs), "") << LogCapture::all();
   ASSERT_TRUE(LogCapture::contains("port failover: rxe", NCCL_LOG_WARN)) << LogCapture::all();
   long long up = netNowNs();
-  ASSERT_TRUE(sh("ip link set veth2 up"));
-  routesUp();
-  ASSERT_TRUE(waitActive());
   // traffic keeps the comm progressing while the sender brings rxe2 back
-  long long deadline = netNowNs() + 60000000000LL;
-  while (!LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO) && netNowNs() < deadline) {
-    ASSERT_EQ(stream(4, msg, 1, 4, nullptr, netNowNs() + 60000000000LL, &sends, &recvs), "") << LogCapture::all();
-  }
+  ASSERT_EQ(bringRxe2Back(msg, &sends, &recvs), "") << LogCapture::all();
   double secs = (netNowNs() - up) / 1e9;
-  ASSERT_TRUE(LogCapture::contains("carries the send comm's traffic", NCCL_LOG_INFO)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("port recovery: rxe2:1 is ACTIVE again", NCCL_LOG_WARN)) << LogCapture::all();
   long before2 = counter("rxe2", "sent_pkts");
   EXPECT_EQ(stream(16, msg, 1, 8, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
