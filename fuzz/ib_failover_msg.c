@@ -1,6 +1,7 @@
 /* Port failover's messages, as a peer sends them over the comm's socket (wire.h):
  * railnetIbCheckFoMsg, then what the sender and the receiver read of an accepted message
- * (its dead-QP bits within the comm's QPs, its entries within the fifo slots).
+ * (its dead-QP bits within the comm's QPs, its entries within the fifo slots; a recovery
+ * entry's QP index within the comm's QPs, a probe entry's two devices within a vDevice's).
  * Input: byte 0 is the comm's QP count (1..128); byte 1 picks the mode. Even: the rest
  * overlays a zeroed message (raw bytes from the wire). Odd: a valid STATE message is
  * patched by the rest, read as (2-byte offset, 1-byte value) triples. */
@@ -42,12 +43,17 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(m.magic == RAILNET_IB_FO_MAGIC, "magic %llx", (unsigned long long)m.magic);
-  FUZZ_CHECK(m.type >= RAILNET_IB_FO_NOTIFY && m.type <= RAILNET_IB_FO_RECOVER_DONE, "type %u", m.type);
+  FUZZ_CHECK(m.type >= RAILNET_IB_FO_NOTIFY && m.type <= RAILNET_IB_FO_PROBE_ACK, "type %u", m.type);
   FUZZ_CHECK(m.nEntries <= RAILNET_IB_FIFO_SLOTS, "%u entries", m.nEntries);
   for (int q = nqps; q < NCCL_IB_MAX_QPS; q++)
     FUZZ_CHECK(!(m.deadQps[q / 64] & (1ull << (q % 64))), "QP %d of %d named gone", q, nqps);
-  for (uint32_t e = 0; m.type >= RAILNET_IB_FO_RECOVER_REQ && e < m.nEntries; e++)
+  int probe = m.type >= RAILNET_IB_FO_PROBE_REQ;
+  for (uint32_t e = 0; m.type >= RAILNET_IB_FO_RECOVER_REQ && !probe && e < m.nEntries; e++)
     FUZZ_CHECK(m.entries[e].id < (uint64_t)nqps && m.entries[e].missing <= 0xffffff, "recovery entry %u", e);
+  for (uint32_t e = 0; probe && e < m.nEntries; e++) /* probe.c indexes its per-device arrays with them */
+    FUZZ_CHECK((m.entries[e].id & 0xff) < NCCL_IB_MAX_DEVS_PER_NIC && (m.entries[e].id >> 8) < NCCL_IB_MAX_DEVS_PER_NIC &&
+                   m.entries[e].missing <= 0xffffff,
+               "probe entry %u", e);
   uint64_t sum = 0;
   for (uint32_t e = 0; e < m.nEntries; e++) sum += m.entries[e].id ^ m.entries[e].missing; /* what applyState reads */
   volatile uint64_t sink = sum;

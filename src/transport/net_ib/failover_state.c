@@ -180,6 +180,13 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
     fo->probeInFlight[pd] = 0;
     fo->probeFailed[pd] = 1;
     if (!railnetIbFoDevInUse(base, pd)) return 1; /* flushed: the device went another way */
+    int elsewhere = 0;
+    for (int k = 0; k < base->nqps; k++) elsewhere += !fo->dead[k] && base->qps[k].devIndex != pd;
+    if (elsewhere == 0) { /* nowhere to move to: the data QPs, with the user's timeout, decide */
+      INFO(NCCL_NET, "NET/IB : path probe of the last device of the %s comm got no acknowledgement; its data QPs "
+           "(NCCL_IB_TIMEOUT) decide whether the path is lost", base->isSend ? "send" : "receive");
+      return 1;
+    }
     char cause[192];
     snprintf(cause, sizeof(cause),
              "its path probe got no acknowledgement within %.1f s (RAILNET_IB_PATH_PROBE_TIMEOUT=%d, _RETRY_CNT=%d, "

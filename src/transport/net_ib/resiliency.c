@@ -44,11 +44,11 @@ static const railnetParam resiliencyParams[] = {
         "Port failover: ms between empty RDMA writes that check each path of a busy comm on a QP of their own "
         "(0: no probes; a path that drops packets is then noticed after the data QPs' retry time)"),
     [P_PATH_PROBE_TIMEOUT] = RAILNET_PARAM_INT_DEF(
-        "RAILNET_IB_PATH_PROBE_TIMEOUT", 16, 1, 31,
-        "Port failover: ACK timeout of the probe QPs (4.096 us x 2^value; 16: 268 ms)"),
+        "RAILNET_IB_PATH_PROBE_TIMEOUT", 17, 1, 31,
+        "Port failover: ACK timeout of the probe QPs (4.096 us x 2^value; 17: 537 ms)"),
     [P_PATH_PROBE_RETRY_CNT] = RAILNET_PARAM_INT_DEF(
         "RAILNET_IB_PATH_PROBE_RETRY_CNT", 6, 0, 6,
-        "Port failover: retries of a probe before its path counts as lost (16 and 6: 1.9 s)"),
+        "Port failover: retries of a probe before its path counts as lost (17 and 6: 3.8 s)"),
 };
 RAILNET_PARAM_TABLE("net_ib/resiliency", resiliencyParams);
 
