@@ -1,8 +1,9 @@
 /*
  * Port failover of a fused (multi-device) IB comm, NCCL_IB_RESILIENCY_PORT_FAILOVER=1 on both
- * sides. When a QP's device loses its port (an error completion: retry exceeded, a flush, a
- * local QP error) the QPs of that device are declared gone; traffic moves to the QPs left,
- * and the two sides agree over the comm's ncclSocket on what arrived:
+ * sides. When a device loses its path (its port leaves ACTIVE: liveness.c; its path probe
+ * runs out of retries: probe.c; an error completion: retry exceeded, a flush, a local QP
+ * error) the QPs of that device are declared gone; traffic moves to the QPs left, and the two
+ * sides agree over the comm's ncclSocket on what arrived:
  *   1. whichever side sees the error marks the QPs of that device gone and moves them to the
  *      error state; the receiver tells the sender (NOTIFY);
  *   2. the sender stops taking new fifo slots, waits NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY

@@ -188,8 +188,10 @@ ncclResult_t railnetIbFifoMatch(const struct ncclIbSendFifo* entries, int nreqs,
 ncclResult_t railnetIbCheckRecvSizes(const size_t* posted, const int* reported, int n,
                                      const union ncclSocketAddress* peerAddr);
 /* A failover message from peer on a comm of nqps QPs: its magic, a known type, at most
- * RAILNET_IB_FIFO_SLOTS entries, no QP beyond nqps (a recovery entry's QP index within nqps
- * and its QP number within 24 bits); WARN naming the peer, ncclRemoteError. */
+ * RAILNET_IB_FIFO_SLOTS entries, no QP beyond nqps (a recovery entry's QP index within nqps,
+ * a probe entry's two device indexes within NCCL_IB_MAX_DEVS_PER_NIC, and its QP number
+ * within 24 bits); WARN naming the peer, ncclRemoteError. The receiving code checks the
+ * device indexes against its comm's own devices too (probe.c). */
 ncclResult_t railnetIbCheckFoMsg(const struct railnetIbFoMsg* m, int nqps, const char* peer);
 
 #ifdef __cplusplus
