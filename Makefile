@@ -34,7 +34,7 @@ LIB_SRCS := $(wildcard src/misc/*.c) $(wildcard src/transport/*.c) $(wildcard sr
 PLUGIN_SRCS := ext-net/plugin.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o)
-HEADERS := $(wildcard include/*.h ext-net/include/railnet_net/*.h src/include/*.h src/transport/net_ib/*.h)
+HEADERS := $(wildcard include/*.h ext-net/include/railnet_net/*.h src/include/*.h src/transport/*.h src/transport/net_ib/*.h)
 
 LIBDIR := $(BUILD)/lib
 PLUGIN := $(LIBDIR)/libnccl-net-railnet.so
@@ -43,11 +43,20 @@ SHARED := $(LIBDIR)/librailnet.so
 
 # Tools: railnet-demo is one file; railnet-diag and railnet-perf are made of the files of
 # tools/diag/ and tools/perf/; all three link tools/common/ (the --json writer, the
-# command-line conventions).
+# command-line conventions). railnet-diag's checks between nodes (the pair protocol, its TCP
+# and RDMA probes, the ethtool reader) are a library of their own, tools/diaglib/ built into
+# librailnet-diag.a, which the unit and netns tests and the fuzz targets link too: none of
+# it is in the plugin.
 TOOLS := $(BUILD)/bin/railnet-demo $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf
 
 TOOL_COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/common/*.c))
+# tools/common/plugin_load.c (a net plugin opened as NCCL opens it, its logger, devices by
+# name) is linked into the benchmarks and the test binaries too.
+PLUGIN_LOAD_OBJ := $(BUILD)/obj/tools/common/plugin_load.o
 DIAG_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/diag/*.c))
+DIAGLIB_SRCS := $(wildcard tools/diaglib/*.c)
+DIAGLIB_OBJS := $(DIAGLIB_SRCS:%.c=$(BUILD)/obj/%.o)
+DIAGLIB := $(LIBDIR)/librailnet-diag.a
 PERF_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/perf/*.c))
 
 .PHONY: sanitize-softroce-build all lib tools examples test demo install clean deps-build deps-test bench bench-build
@@ -77,16 +86,20 @@ $(PLUGIN): $(LIB_OBJS) $(PLUGIN_OBJS) ext-net/plugin.map
 tools: $(TOOLS)
 $(BUILD)/obj/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) -Itools/common -Itools/diaglib $(CFLAGS) -c $< -o $@
+$(DIAGLIB): $(DIAGLIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 $(BUILD)/bin/railnet-demo: tools/railnet-demo.c $(TOOL_COMMON_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
-$(BUILD)/bin/railnet-diag: $(DIAG_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)
+$(BUILD)/bin/railnet-diag: $(DIAG_OBJS) $(TOOL_COMMON_OBJS) $(DIAGLIB) $(STATIC)
 $(BUILD)/bin/railnet-perf: $(PERF_OBJS) $(TOOL_COMMON_OBJS) $(STATIC)
 $(BUILD)/bin/railnet-diag $(BUILD)/bin/railnet-perf:
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter $(DIAGLIB),$^) \
+	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LDLIBS)
 
 # Examples (examples/*.c) use the public headers only, as a user of librailnet would.
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
@@ -98,9 +111,9 @@ $(BUILD)/examples/%: examples/%.c $(STATIC)
 # Benchmarks (bench/*.c): programs that bench/*.sh run next to their references.
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 bench-build: lib $(BENCHES)
-$(BUILD)/bench/%: bench/%.c
+$(BUILD)/bench/%: bench/%.c $(PLUGIN_LOAD_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLUGIN_LOAD_OBJ) $(LDLIBS)
 
 bench: deps-test bench-build
 	bench/socket.sh
@@ -118,19 +131,19 @@ endif
 # Each test source compiles to its own object, so that a change rebuilds one file.
 $(BUILD)/obj/test/%.o: test/%.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) -Itest/common $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(CPPFLAGS) -Itest/common -Itools/diaglib $(CXXFLAGS) -c $< -o $@
 UNIT_OBJS := $(UNIT_SRCS:test/%.cc=$(BUILD)/obj/test/%.o)
 NETNS_OBJS := $(NETNS_SRCS:test/%.cc=$(BUILD)/obj/test/%.o)
-TEST_COMMON_OBJS := $(TEST_COMMON:test/%.cc=$(BUILD)/obj/test/%.o)
+TEST_COMMON_OBJS := $(TEST_COMMON:test/%.cc=$(BUILD)/obj/test/%.o) $(PLUGIN_LOAD_OBJ)
 
-$(BUILD)/test/unit_tests: $(UNIT_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
+$(BUILD)/test/unit_tests: $(UNIT_OBJS) $(TEST_COMMON_OBJS) $(DIAGLIB) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(TEST_COMMON_OBJS) \
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(TEST_COMMON_OBJS) $(DIAGLIB) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
 
-$(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(STATIC)
+$(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(DIAGLIB) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(NETNS_OBJS) $(TEST_COMMON_OBJS) \
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) -o $@ $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(DIAGLIB) \
 	  -Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(GTEST_LIBS) $(LDLIBS)
 
 # Tiers may add their own rules and binaries (e.g. the soft-RoCE VM).

@@ -16,12 +16,12 @@
  * --restore. Without such a WARN (the comm failed, or nothing was noticed) it exits 1.
  */
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <railnet_net/net.h>
+#include "plugin_load.h"
 
 #define MSG (1u << 20)
 #define WINDOW 8
@@ -38,43 +38,23 @@ static double nowSec(void) {
   return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  (void)file;
-  (void)line;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
+/* pluginLog.watch: what the bench looks for in the plugin's lines, and the lines it prints */
+static int watch(ncclDebugLogLevel level, const char* msg) {
   if (strstr(msg, "carries the send comm's traffic")) recovered = 1;
   if (faultAt > 0 && noticedAt == 0 && level == NCCL_LOG_WARN && strstr(msg, "port failover: ")) noticedAt = nowSec();
   if (level == NCCL_LOG_WARN || (verbose && (strstr(msg, "failover") || strstr(msg, "recovery"))))
     fprintf(stderr, "failover_bench: %s\n", msg);
-}
-
-static int devNamed(const char* name) {
-  int n = 0;
-  net->devices(&n);
-  for (int i = 0; i < n; i++) {
-    ncclNetProperties_t p;
-    if (net->getProperties(i, &p) == ncclSuccess && p.name && strcmp(p.name, name) == 0) return i;
-  }
-  fprintf(stderr, "failover_bench: no device %s\n", name);
-  return -1;
+  return 1;
 }
 
 /* "a,b": the vDevice of the two */
 static int fuse(const char* list) {
   char a[64], b[64];
   if (sscanf(list, "%63[^,],%63s", a, b) != 2) return -1;
-  ncclNetVDeviceProps_t vp;
-  memset(&vp, 0, sizeof(vp));
-  vp.ndevs = 2;
-  vp.devs[0] = devNamed(a);
-  vp.devs[1] = devNamed(b);
-  int d = -1;
-  if (vp.devs[0] < 0 || vp.devs[1] < 0 || net->makeVDevice(&d, &vp) != ncclSuccess) return -1;
+  const char* missing[2];
+  int d = pluginFuseNamed(net, a, b, missing);
+  for (int i = 0; i < 2; i++)
+    if (missing[i]) fprintf(stderr, "failover_bench: no device %s\n", missing[i]);
   return d;
 }
 
@@ -176,15 +156,17 @@ int main(int argc, char** argv) {
     fprintf(stderr, "failover_bench: --mib >= 1; --fault and --restore unless --plain\n");
     return 2;
   }
-  void* lib = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
-  net = lib ? (const ncclNet_t*)dlsym(lib, "ncclNetPlugin_v12") : NULL;
+  char err[1200];
+  void* lib = pluginOpenFirst(&plugin, 1, NULL, 0, err, sizeof(err));
+  net = lib ? pluginFindNet(lib, 12, 12, NULL) : NULL;
   if (net == NULL) {
-    fprintf(stderr, "failover_bench: no ncclNetPlugin_v12 in %s: %s\n", plugin, dlerror());
+    fprintf(stderr, "failover_bench: no ncclNetPlugin_v12 in %s: %s\n", plugin, lib ? dlerror() : err);
     return 1;
   }
+  pluginLog.watch = watch;
   sbuf = calloc(WINDOW, MSG);
   rbuf = calloc(WINDOW, MSG);
-  if (net == NULL || sbuf == NULL || rbuf == NULL || net->init(&ctx, 0, NULL, logger, NULL) != ncclSuccess) return 1;
+  if (sbuf == NULL || rbuf == NULL || net->init(&ctx, 0, NULL, pluginLogger, NULL) != ncclSuccess) return 1;
   int sdev = fuse(sdevs), rdev = fuse(rdevs);
   if (sdev < 0 || rdev < 0 || connectPair(sdev, rdev) != 0) {
     fprintf(stderr, "failover_bench: no fused comm %s -> %s\n", sdevs, rdevs);

@@ -25,7 +25,6 @@
  * /proc/self/smaps_rollup (see measure()). Exit status 0, or 1 with a line on stderr.
  */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <railnet_net/net.h>
+#include "plugin_load.h"
 
 #define BUF_SIZE (64 << 10)
 
@@ -65,17 +65,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  if (level != NCCL_LOG_WARN) return;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "%s: NCCL WARN %s:%d %s\n", role, file, line, msg);
 }
 
 struct usage {
@@ -109,11 +98,13 @@ static void measure(struct usage* u) {
 }
 
 static void load(const char* path) {
-  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) die("cannot dlopen %s: %s", path, dlerror());
-  net = dlsym(h, "ncclNetPlugin_v11");
+  char err[1200];
+  void* h = pluginOpenFirst(&path, 1, NULL, 0, err, sizeof(err));
+  if (h == NULL) die("cannot dlopen %s: %s", path, err);
+  net = pluginFindNet(h, 11, 11, NULL);
   if (net == NULL) die("%s does not export ncclNetPlugin_v11", path);
-  CK(net->init(&ctx, 0, NULL, logger, NULL));
+  pluginLog.prefix = role; /* "ROLE: NCCL WARN file:line msg", WARNs only */
+  CK(net->init(&ctx, 0, NULL, pluginLogger, NULL));
   int n = 0;
   CK(net->devices(&n));
   if (n < 1) die("%s has no device", net->name);

@@ -16,7 +16,6 @@
  * passed through a pipe: both processes must be able to reach it.
  */
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -29,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <railnet_net/net.h>
+#include "plugin_load.h"
 
 static ncclNet_v12_t* net;
 static void* ctx;
@@ -50,9 +50,10 @@ static void die(const char* what) {
   } while (0)
 
 static void load(void) {
-  void* h = dlopen("libnccl-net-railnet.so", RTLD_NOW | RTLD_LOCAL);
+  const char* lib = "libnccl-net-railnet.so";
+  void* h = pluginOpenFirst(&lib, 1, NULL, 0, NULL, 0);
   if (h == NULL) die("cannot dlopen libnccl-net-railnet.so (set LD_LIBRARY_PATH to build/lib)");
-  net = dlsym(h, "ncclNetPlugin_v12");
+  net = pluginFindNet(h, 12, 12, NULL);
   if (net == NULL) die("no ncclNetPlugin_v12");
   CK(net->init(&ctx, 0, NULL, NULL, NULL));
 }

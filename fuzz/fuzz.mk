@@ -8,17 +8,17 @@ FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CFLAGS := -O1 -g -std=c11 -fPIC -pthread $(WARN) $(FUZZ_SANITIZE)
 FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/*.c))
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/bin/%)
-FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(DIAGLIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
 
 .PHONY: fuzz fuzz-build
 .SECONDARY: $(FUZZ_LIB_OBJS)
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(CPPFLAGS) -Itools/diaglib $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_BUILD)/bin/%: fuzz/%.c $(FUZZ_LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LDLIBS)
+	$(FUZZ_CC) $(CPPFLAGS) -Itools/diaglib $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LDLIBS)
 
 fuzz-build: $(FUZZ_BINS)
 -include $(wildcard $(addsuffix /*.d,$(FUZZ_BUILD)/bin $(FUZZ_BUILD)/obj/* $(FUZZ_BUILD)/obj/*/* $(FUZZ_BUILD)/obj/*/*/*))

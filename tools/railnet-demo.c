@@ -6,8 +6,6 @@
  * The plugin is NCCL_NET_PLUGIN's library (default "railnet": libnccl-net-railnet.so,
  * found through LD_LIBRARY_PATH as NCCL finds it).
  */
-#include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,21 +15,7 @@
 #include "cli.h"
 #include "launch.h"
 #include "param.h"
-
-static int verbose;
-
-/* The logger NCCL would pass: print INFO only with NCCL_DEBUG=INFO, WARN always. */
-static void demoLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  if (level > NCCL_LOG_WARN && !verbose) return;
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (level == NCCL_LOG_WARN) fprintf(stderr, "NCCL WARN %s:%d %s\n", file, line, msg);
-  else printf("NCCL INFO %s\n", msg);
-}
+#include "plugin_load.h"
 
 static double nowSec(void) {
   struct timespec ts;
@@ -157,26 +141,27 @@ int main(int argc, char** argv) {
   int iters = 16;
   int rc = parseOptions(argc, argv, &size, &iters);
   if (rc >= 0) return rc;
+  /* the logger NCCL would pass: INFO on stdout only with NCCL_DEBUG=INFO (or TRACE), WARN always */
   const char* dbg = railnetParamRaw("NCCL_DEBUG", NULL);
-  verbose = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+  int verbose = dbg && (strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0);
+  pluginLog.level = verbose ? NCCL_LOG_TRACE : NCCL_LOG_WARN;
+  pluginLog.infoOut = stdout;
   const char* plugin = railnetNetPluginName();
-  char lib[512];
-  snprintf(lib, sizeof(lib), "libnccl-net-%s.so", plugin);
-  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
+  char lib[512], err[1200];
+  pluginLibName(NULL, plugin, lib, sizeof(lib));
+  void* h = pluginOpen(NULL, plugin, NULL, 0, err, sizeof(err));
   if (h == NULL) {
-    fprintf(stderr, "railnet-demo: cannot load %s: %s (set LD_LIBRARY_PATH to the plugin's directory)\n", lib,
-            dlerror());
+    fprintf(stderr, "railnet-demo: cannot load %s: %s (set LD_LIBRARY_PATH to the plugin's directory)\n", lib, err);
     return 1;
   }
-  ncclNet_v12_t* net = dlsym(h, "ncclNetPlugin_v12");
+  ncclNet_v12_t* net = pluginFindNet(h, 12, 12, NULL);
   if (net == NULL) {
     fprintf(stderr, "railnet-demo: %s has no ncclNetPlugin_v12\n", lib);
     return 1;
   }
   printf("loaded %s (ncclNetPlugin_v12)\n", lib);
   void* ctx = NULL;
-  ncclResult_t res = net->init(&ctx, 0, NULL, demoLogger, NULL);
+  ncclResult_t res = net->init(&ctx, 0, NULL, pluginLogger, NULL);
   if (res != ncclSuccess) {
     fprintf(stderr, "railnet-demo: init failed with result %d (see the WARN above)\n", (int)res);
     return 1;

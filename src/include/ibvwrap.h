@@ -121,6 +121,9 @@ ncclResult_t wrap_ibv_create_qp(struct ibv_qp** ret, struct ibv_pd* pd, struct i
  * sleeping NCCL_IB_MQP_RETRY_SLEEP_MSEC x attempt; a final failure WARNs with the QP's
  * device, states and GIDs, then the HINT for the error. */
 ncclResult_t wrap_ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask);
+/* The same with the errno: 0, or the error of the last try (after the same WARN and HINT);
+ * retry 0 tries once (a probe that classifies the error itself and must stay bounded). */
+int railnetIbvModifyQp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask, int retry);
 ncclResult_t wrap_ibv_destroy_qp(struct ibv_qp* qp);
 /* Optional verbs: *supported = 0 (and ncclSuccess) when absent or ENOTSUP/EOPNOTSUPP. */
 ncclResult_t wrap_ibv_query_ece(struct ibv_qp* qp, struct ibv_ece* ece, int* supported);

@@ -494,11 +494,14 @@ static void sleepMs(unsigned int ms) {
 
 static int modifyQpShouldRetry(int err, int retryAll) { return retryAll ? err != 0 : err == ETIMEDOUT; }
 
-ncclResult_t wrap_ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask) {
-  IBV_REQUIRE(modify_qp, "ibv_modify_qp");
+int railnetIbvModifyQp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask, int retry) {
+  if (railnetIbv.modify_qp == NULL) {
+    WARN("lib wrapper not initialized: ibv_modify_qp is not loaded (libibverbs unavailable)");
+    return ENOSYS;
+  }
   char qpMsg[512];
   int retryAll = (int)railnetParamInt(&ibvParams[P_RETRY_ALL]);
-  int maxAttempts = (int)railnetParamInt(&ibvParams[P_RETRY_CNT]) + 1;
+  int maxAttempts = retry ? (int)railnetParamInt(&ibvParams[P_RETRY_CNT]) + 1 : 1;
   unsigned int sleepMsec = (unsigned int)railnetParamInt(&ibvParams[P_RETRY_SLEEP]);
   int err = 0, attempts = 0;
   do {
@@ -518,9 +521,13 @@ ncclResult_t wrap_ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int
     modifyQpDescribe(qp, attr, attr_mask, qpMsg, sizeof(qpMsg));
     WARN("Call to ibv_modify_qp failed with %d %s, %s", err, strerror(err), qpMsg);
     railnetIbvModifyQpHint(err);
-    return ncclSystemError;
   }
-  return ncclSuccess;
+  return err;
+}
+
+ncclResult_t wrap_ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask) {
+  IBV_REQUIRE(modify_qp, "ibv_modify_qp");
+  return railnetIbvModifyQp(qp, attr, attr_mask, 1) == 0 ? ncclSuccess : ncclSystemError;
 }
 
 ncclResult_t wrap_ibv_query_ece(struct ibv_qp* qp, struct ibv_ece* ece, int* supported) {

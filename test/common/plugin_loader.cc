@@ -1,11 +1,11 @@
 #include "plugin_loader.h"
-#include <dlfcn.h>
 #include <limits.h>
 #include <unistd.h>
 
 std::string ncclPluginLibName(const std::string& name) {
-  if (name.empty()) return "libnccl-net.so";
-  return "libnccl-net-" + name + ".so";
+  char lib[PLUGIN_PATH_MAX];
+  pluginLibName(nullptr, name.c_str(), lib, sizeof(lib));
+  return lib;
 }
 
 std::string buildLibDir() {
@@ -23,11 +23,8 @@ std::string buildTool(const std::string& tool) {
 }
 
 void* loadPluginFromBuild(const std::string& name, std::string* err) {
-  std::string candidates[] = {buildLibDir() + "/" + ncclPluginLibName(name), name};
-  for (auto& c : candidates) {
-    void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
-    if (err) *err += std::string(dlerror()) + "; ";
-  }
-  return nullptr;
+  char why[2048];
+  void* h = pluginOpen(buildLibDir().c_str(), name.c_str(), nullptr, 0, why, sizeof(why));
+  if (h == nullptr && err) *err += std::string(why) + "; ";
+  return h;
 }

@@ -1,6 +1,8 @@
-// Loads a net plugin the way NCCL's loader does (NCCL_NET_PLUGIN naming rule).
+// Loads a net plugin the way NCCL's loader does (NCCL_NET_PLUGIN naming rule), on the
+// tools' C loader (tools/common/plugin_load.h, whose functions this header brings in too).
 #pragma once
 #include <string>
+#include "../../tools/common/plugin_load.h"
 
 // NCCL_NET_PLUGIN=<name>: NCCL tries "libnccl-net-<name>.so", then <name> itself.
 std::string ncclPluginLibName(const std::string& name);

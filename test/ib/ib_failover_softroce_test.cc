@@ -26,20 +26,15 @@ extern "C" {
 #include "testing.h"
 }
 #include "ib_test_env.h"
+#include "plugin_loader.h"
 
 namespace {
 
 const ncclNet_t* ib = &railnetNetIb;
 
-bool sh(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
 long counter(const char* dev, const char* name) {
   std::string v = readFile(std::string("/sys/class/infiniband/") + dev + "/ports/1/hw_counters/" + name);
   return v.empty() ? -1 : atol(v.c_str());
-}
-
-bool portActive(const char* dev) {
-  return readFile(std::string("/sys/class/infiniband/") + dev + "/ports/1/state").find("ACTIVE") != std::string::npos;
 }
 
 bool hasIpv4Gid(const char* dev) {
@@ -59,15 +54,17 @@ bool routesUp() {
   bool ok = true;
   for (int i = 0; i < 2; i++) {
     int j = 1 - i;
-    ok &= sh(std::string("ip route replace ") + kAddr[j] + "/32 dev " + kNet[i] + " src " + kAddr[i] + " table 100");
-    ok &= sh(std::string("ip neigh replace ") + kAddr[j] + " lladdr " + kMac[j] + " dev " + kNet[i] + " nud permanent");
+    ok &= shQuiet(std::string("ip route replace ") + kAddr[j] + "/32 dev " + kNet[i] + " src " + kAddr[i] +
+                  " table 100");
+    ok &= shQuiet(std::string("ip neigh replace ") + kAddr[j] + " lladdr " + kMac[j] + " dev " + kNet[i] +
+                  " nud permanent");
   }
   return ok;
 }
 
 bool waitActive() {
   for (int n = 0; n < 200; n++) {
-    if (portActive("rxe2") && portActive("rxe3") && hasIpv4Gid("rxe2") && hasIpv4Gid("rxe3")) return true;
+    if (ibPortActive("rxe2") && ibPortActive("rxe3") && hasIpv4Gid("rxe2") && hasIpv4Gid("rxe3")) return true;
     usleep(100000);
   }
   return false;
@@ -79,15 +76,16 @@ std::string makeSecondPair() {
   const char* mode = getenv("SOFTROCE_MODE");
   if (mode == nullptr || strcmp(mode, "vm") != 0) return "needs the tier's VM (it adds a veth pair and two rxe devices)";
   if (geteuid() != 0) return "needs root to add a veth pair";
-  bool ok = sh(std::string("ip link add veth2 address ") + kMac[0] + " type veth peer name veth3 address " + kMac[1]);
+  bool ok =
+      shQuiet(std::string("ip link add veth2 address ") + kMac[0] + " type veth peer name veth3 address " + kMac[1]);
   for (int i = 0; ok && i < 2; i++) {
-    ok &= sh(std::string("ip addr add ") + kAddr[i] + "/32 dev " + kNet[i]);
-    ok &= sh(std::string("ip link set ") + kNet[i] + " up");
-    ok &= sh(std::string("sysctl -qw net.ipv4.conf.") + kNet[i] + ".rp_filter=0 net.ipv4.conf." + kNet[i] +
-             ".accept_local=1");
+    ok &= shQuiet(std::string("ip addr add ") + kAddr[i] + "/32 dev " + kNet[i]);
+    ok &= shQuiet(std::string("ip link set ") + kNet[i] + " up");
+    ok &= shQuiet(std::string("sysctl -qw net.ipv4.conf.") + kNet[i] + ".rp_filter=0 net.ipv4.conf." + kNet[i] +
+                  ".accept_local=1");
   }
   ok = ok && routesUp();
-  ok = ok && sh("rdma link add rxe2 type rxe netdev veth2") && sh("rdma link add rxe3 type rxe netdev veth3");
+  ok = ok && shQuiet("rdma link add rxe2 type rxe netdev veth2") && shQuiet("rdma link add rxe3 type rxe netdev veth3");
   if (!ok) return "could not add veth2/veth3 with rxe2/rxe3";
   if (!waitActive()) return "rxe2/rxe3 did not become active with an IPv4 GID in 20 s";
   return "";
@@ -114,9 +112,9 @@ class IbFailover : public IbTwoDevicesTest {
   static void SetUpTestSuite() { secondPairWhy = makeSecondPair(); }
   static void TearDownTestSuite() {
     railnetIbResetDevices();
-    sh("rdma link delete rxe2");
-    sh("rdma link delete rxe3");
-    sh("ip link del veth2");
+    shQuiet("rdma link delete rxe2");
+    shQuiet("rdma link delete rxe3");
+    shQuiet("ip link del veth2");
   }
   int sdev = -1, rdev = -1;
   void* lc = nullptr;
@@ -138,9 +136,9 @@ class IbFailover : public IbTwoDevicesTest {
   }
   void TearDown() override {
     closeAll();
-    sh("tc qdisc del dev veth2 root");
-    sh("ip link set veth2 up");
-    sh("ip link set veth3 up");
+    shQuiet("tc qdisc del dev veth2 root");
+    shQuiet("ip link set veth2 up");
+    shQuiet("ip link set veth3 up");
     routesUp();
     waitActive();
     IbTwoDevicesTest::TearDown();
@@ -163,7 +161,7 @@ class IbFailover : public IbTwoDevicesTest {
   // veth2 up again; messages of msg bytes keep the comm progressing until the sender says
   // rxe2 carries its traffic again (at most 60 s). "" or what went wrong.
   std::string bringRxe2Back(size_t msg, int* sends, int* recvs) {
-    if (!sh("ip link set veth2 up")) return "ip link set veth2 up failed";
+    if (!shQuiet("ip link set veth2 up")) return "ip link set veth2 up failed";
     routesUp();
     if (!waitActive()) return "rxe2/rxe3 did not become active again";
     long long deadline = netNowNs() + 60000000000LL;
@@ -177,7 +175,7 @@ class IbFailover : public IbTwoDevicesTest {
   static std::function<void(int)> faultBefore(int at, std::vector<std::string> cmds, long long* when) {
     return [at, cmds, when](int k) {
       if (k != at) return;
-      for (auto& c : cmds) ASSERT_TRUE(sh(c)) << c;
+      for (auto& c : cmds) ASSERT_TRUE(shQuiet(c)) << c;
       if (when) *when = netNowNs();
     };
   }
@@ -186,30 +184,11 @@ class IbFailover : public IbTwoDevicesTest {
     for (auto& l : LogCapture::lines()) n += l.level == NCCL_LOG_WARN && l.msg.find(what) != std::string::npos;
     return n;
   }
-  int devNamed(const char* name) {
-    int n = 0;
-    ib->devices(&n);
-    for (int i = 0; i < n; i++) {
-      ncclNetProperties_t p;
-      if (ib->getProperties(i, &p) == ncclSuccess && p.name && strcmp(p.name, name) == 0) return i;
-    }
-    return -1;
-  }
-  int fuse(const char* a, const char* b) {
-    ncclNetVDeviceProps_t vp;
-    memset(&vp, 0, sizeof(vp));
-    vp.ndevs = 2;
-    vp.devs[0] = devNamed(a);
-    vp.devs[1] = devNamed(b);
-    int d = -1;
-    if (vp.devs[0] < 0 || vp.devs[1] < 0 || railnetNetIb.makeVDevice(&d, &vp) != ncclSuccess) return -1;
-    return d;
-  }
   // Sender rxe0+rxe2, receiver rxe1+rxe3, connected, slots buffers of size registered.
   void connect(size_t bytes) {
     ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
-    sdev = fuse("rxe0", "rxe2");
-    rdev = fuse("rxe1", "rxe3");
+    sdev = pluginFuseNamed(ib, "rxe0", "rxe2", nullptr);
+    rdev = pluginFuseNamed(ib, "rxe1", "rxe3", nullptr);
     ASSERT_GE(sdev, 0) << "makeVDevice rxe0+rxe2";
     ASSERT_GE(rdev, 0) << "makeVDevice rxe1+rxe3";
     char handle[NCCL_NET_HANDLE_MAXSIZE];
@@ -348,7 +327,7 @@ TEST_P(IbFailoverMidTransfer, EveryByteArrivesOnTheDeviceLeft) {
   std::string err = stream(count, msg, 1, window, [&](int k) {
     if (k != 24) return;
     before0 = counter("rxe0", "sent_pkts");
-    ASSERT_TRUE(sh(c.fault)) << c.fault;
+    ASSERT_TRUE(shQuiet(c.fault)) << c.fault;
     faultAt = netNowNs();
   }, netNowNs() + 240000000000LL, &sends, &recvs);
   double secs = (netNowNs() - faultAt) / 1e9;
@@ -411,7 +390,7 @@ TEST_F(IbFailover, MultiReceiveKeepsEveryBuffer) {
   long long t0 = 0;
   std::string err = stream(24, msg, 4, 4, [&](int k) {
     if (k == 8) {
-      ASSERT_TRUE(sh("ip link set veth2 down"));
+      ASSERT_TRUE(shQuiet("ip link set veth2 down"));
       t0 = netNowNs();
     }
   }, netNowNs() + 240000000000LL, &sends, &recvs);
@@ -431,7 +410,7 @@ TEST_F(IbFailover, IdleCommFailsOverOnItsNextMessages) {
   if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
   ASSERT_EQ(stream(8, msg, 1, 8, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "");
-  ASSERT_TRUE(sh("ip link set veth2 down"));
+  ASSERT_TRUE(shQuiet("ip link set veth2 down"));
   usleep(500000);
   long long t0 = netNowNs();
   std::string err = stream(16, msg, 1, 8, nullptr, netNowNs() + 240000000000LL, &sends, &recvs);
@@ -453,13 +432,13 @@ TEST_F(IbFailover, BothLinksDownFailsBounded) {
   std::string err = stream(64, msg, 1, 8, faultBefore(16, {"ip link set veth2 down", "ip link set veth0 down"}, &t0),
                            netNowNs() + 240000000000LL, &sends, &recvs);
   double secs = (netNowNs() - t0) / 1e9;
-  sh("ip link set veth0 up");
+  shQuiet("ip link set veth0 up");
   softroceLinkUp("veth0");
   EXPECT_NE(err, "");
   EXPECT_LT(secs, 40.0) << err;
   EXPECT_TRUE(LogCapture::contains("is not possible", NCCL_LOG_WARN) || LogCapture::contains("is DOWN now", NCCL_LOG_WARN))
       << LogCapture::all();
-  for (int i = 0; i < 200 && !(portActive("rxe0") && portActive("rxe1")); i++) usleep(100000);
+  for (int i = 0; i < 200 && !(ibPortActive("rxe0") && ibPortActive("rxe1")); i++) usleep(100000);
   faultMatrixRow("ib", "fused, both links down, failover=1", "test() fails: no device left, WARN", secs);
 }
 
@@ -502,7 +481,7 @@ TEST_F(IbFailover, ReceiverIdleForAMinuteWhileTheSenderFailsOver) {
   if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
   ASSERT_EQ(stream(4, msg, 1, 2, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
-  ASSERT_TRUE(sh("ip link set veth2 down"));
+  ASSERT_TRUE(shQuiet("ip link set veth2 down"));
   long long t0 = netNowNs();
   // the sender alone: isend finds no clear-to-send (the receiver posted nothing) and, from
   // the port's event on, is failing over

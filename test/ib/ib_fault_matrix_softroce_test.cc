@@ -53,29 +53,19 @@ std::string shOut(const std::string& cmd) {
   if (st != 0) out += "[exit " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + "]";
   return out;
 }
-bool sh(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
 
 // The veth pair of the tier's VM, or why a case cannot change it.
 std::string vethOrWhy() {
   if (geteuid() != 0) return "needs root to change the veth pair";
-  if (!sh("ip link show veth0") || !sh("ip link show veth1")) return "no veth0/veth1 (the soft-RoCE VM creates them)";
+  if (!shQuiet("ip link show veth0") || !shQuiet("ip link show veth1"))
+    return "no veth0/veth1 (the soft-RoCE VM creates them)";
   return "";
-}
-
-bool portActive(const char* dev) {
-  char path[256], st[64] = "";
-  snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/state", dev);
-  FILE* f = fopen(path, "r");
-  if (f == nullptr) return false;
-  bool ok = fgets(st, sizeof(st), f) != nullptr && strstr(st, "ACTIVE") != nullptr;
-  fclose(f);
-  return ok;
 }
 
 // Both rxe ports active again (after a link change), within 20 s.
 bool waitPortsActive() {
   for (int i = 0; i < 200; i++) {
-    if (portActive("rxe0") && portActive("rxe1")) return true;
+    if (ibPortActive("rxe0") && ibPortActive("rxe1")) return true;
     usleep(100000);
   }
   return false;
@@ -350,7 +340,7 @@ TEST_F(IbFaultMatrix, LinkDownOneSecondThenUpAgain) {
   long long downAt = 0;
   std::string err = pump(*p, 6, 10, netNowNs() + 40000000000LL, [&](int k) {
     if (k != 2) return;
-    ASSERT_TRUE(sh("ip link set veth0 down"));
+    ASSERT_TRUE(shQuiet("ip link set veth0 down"));
     downAt = netNowNs();
     upper = std::thread([] {
       sleep(1);
@@ -400,7 +390,7 @@ TEST_P(IbLinkDownForGood, FailsBoundedWithThePeerAndPort) {
   long long downAt = 0;
   std::string err = pump(*p, 4, 30, netNowNs() + 30000000000LL, [&](int k) {
     if (k != 1) return;
-    ASSERT_TRUE(sh("ip link set veth0 down"));
+    ASSERT_TRUE(shQuiet("ip link set veth0 down"));
     downAt = netNowNs();
   });
   double secs = (netNowNs() - downAt) / 1e9;
@@ -451,7 +441,7 @@ TEST_P(IbFusedLinkDown, FailsBoundedWithThePeerAndPort) {
   long long downAt = 0;
   std::string err = pump(p, 8, 40, netNowNs() + 30000000000LL, [&](int k) {
     if (k != 3) return;
-    ASSERT_TRUE(sh("ip link set veth0 down"));
+    ASSERT_TRUE(shQuiet("ip link set veth0 down"));
     downAt = netNowNs();
   });
   double secs = (netNowNs() - downAt) / 1e9;
@@ -553,8 +543,8 @@ class NetemFaultMatrix : public IbFaultMatrix {
   bool qdisc = false;
   void TearDown() override {
     if (qdisc) {
-      sh("tc qdisc del dev veth0 root");
-      sh("tc qdisc del dev veth1 root");
+      shQuiet("tc qdisc del dev veth0 root");
+      shQuiet("tc qdisc del dev veth1 root");
     }
     IbFaultMatrix::TearDown();
   }

@@ -23,6 +23,14 @@ inline std::string ibTwoDevicesOrWhy(ScopedEnv& env) {
   return "";
 }
 
+// Runs cmd through the shell with its output discarded: true when it exits 0.
+inline bool shQuiet(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+// Port 1 of the RDMA device dev is ACTIVE (its state in sysfs).
+inline bool ibPortActive(const char* dev) {
+  return readFile(std::string("/sys/class/infiniband/") + dev + "/ports/1/state").find("ACTIVE") != std::string::npos;
+}
+
 // makeVDevice of devices 0 and 1 (the tier's rxe0 and rxe1): the fused device's index in *d.
 inline ncclResult_t ibFuseFirstTwoDevices(int* d) {
   ncclNetVDeviceProps_t vp;

@@ -7,49 +7,34 @@
  *   NCCL_NET_PLUGIN=railnet dlopen_plugin
  * Prints "loaded PATH: ncclNetPlugin_vN NAME: init ok, K device(s)[, device 0 DEV]" and exits
  * 0; 1 when the variable is unset, the library or every symbol is missing, or init fails.
+ * Built with the tools' loader beside it (test/pkg/tier.sh: cc ... tools/common/plugin_load.c),
+ * against the headers of ext-net/include only.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include "railnet_net/net.h"
+#include "plugin_load.h"
 
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  if (level > NCCL_LOG_WARN) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "plugin %s:%d: ", file, line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-/* v12 / v11 share init, devices and getProperties' place; v10 has init(logger, profiler);
- * v9 and v8 init(logger). Returns the device count, -1 when init failed. */
+/* init (any version, the WARNs on stderr), devices and device 0's name (v11 / v12).
+ * Returns the device count, -1 when init failed. */
 static int useNet(int version, void* sym, const char** devName) {
   int n = 0;
+  void* ctx = NULL;
+  ncclNetCommConfig_v12_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
   *devName = NULL;
+  const ncclNet_v8_t* any = (const ncclNet_v8_t*)sym; /* devices has the same place in every version */
+  if (pluginNetInit(sym, version, &ctx, 1, &cfg, pluginLogger) != ncclSuccess || any->devices(&n) != ncclSuccess)
+    return -1;
   if (version >= 11) {
     ncclNet_v12_t* net = (ncclNet_v12_t*)sym;
-    void* ctx = NULL;
-    ncclNetCommConfig_v12_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
-    if (net->init(&ctx, 1, &cfg, logger, NULL) != ncclSuccess || net->devices(&n) != ncclSuccess) return -1;
     static ncclNetProperties_v12_t p; /* v11's layout is a prefix of v12's up to name */
     if (n > 0 && net->getProperties(0, &p) == ncclSuccess) *devName = p.name;
     if (version == 12 && net->finalize) net->finalize(ctx);
-    return n;
   }
-  if (version == 10) {
-    ncclNet_v10_t* net = (ncclNet_v10_t*)sym;
-    if (net->init(logger, NULL) != ncclSuccess || net->devices(&n) != ncclSuccess) return -1;
-    return n;
-  }
-  ncclNet_v8_t* net = (ncclNet_v8_t*)sym; /* v9's first members are v8's */
-  if (net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess) return -1;
   return n;
 }
 
@@ -59,34 +44,35 @@ int main(void) {
     printf("NCCL_NET_PLUGIN is not set\n");
     return 1;
   }
-  char lib[256];
+  char lib[256], err[1024];
   if (strstr(plugin, ".so"))
     snprintf(lib, sizeof(lib), "%s", plugin);
   else
-    snprintf(lib, sizeof(lib), "libnccl-net-%s.so", plugin);
-  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    pluginLibName(NULL, plugin, lib, sizeof(lib));
+  const char* candidates[1] = {lib};
+  void* h = pluginOpenFirst(candidates, 1, NULL, 0, err, sizeof(err));
   if (h == NULL) {
-    printf("dlopen(%s): %s\n", lib, dlerror());
+    printf("dlopen(%s): %s\n", lib, err);
     return 1;
   }
-  for (int v = 12; v >= 8; v--) {
-    char name[32];
-    snprintf(name, sizeof(name), "ncclNetPlugin_v%d", v);
-    void* sym = dlsym(h, name);
-    if (sym == NULL) continue;
-    Dl_info info;
-    const char* path = dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "?";
-    const char* netName = *(const char* const*)sym; /* every ncclNet_vN_t starts with its name */
-    const char* dev = NULL;
-    int n = useNet(v, sym, &dev);
-    if (n < 0) {
-      printf("loaded %s: %s %s: init failed\n", path, name, netName ? netName : "(no name)");
-      return 1;
-    }
-    printf("loaded %s: %s %s: init ok, %d device(s)%s%s\n", path, name, netName ? netName : "(no name)", n,
-           dev ? ", device 0 " : "", dev ? dev : "");
-    return 0;
+  int v = 0;
+  void* sym = pluginFindNet(h, PLUGIN_NET_MIN, PLUGIN_NET_MAX, &v);
+  if (sym == NULL) {
+    printf("%s has no ncclNetPlugin_v12 .. v8\n", lib);
+    return 1;
   }
-  printf("%s has no ncclNetPlugin_v12 .. v8\n", lib);
-  return 1;
+  char name[32];
+  snprintf(name, sizeof(name), "ncclNetPlugin_v%d", v);
+  Dl_info info;
+  const char* path = dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "?";
+  const char* netName = pluginNetName(sym);
+  const char* dev = NULL;
+  int n = useNet(v, sym, &dev);
+  if (n < 0) {
+    printf("loaded %s: %s %s: init failed\n", path, name, netName ? netName : "(no name)");
+    return 1;
+  }
+  printf("loaded %s: %s %s: init ok, %d device(s)%s%s\n", path, name, netName ? netName : "(no name)", n,
+         dev ? ", device 0 " : "", dev ? dev : "");
+  return 0;
 }

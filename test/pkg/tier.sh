@@ -167,8 +167,10 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # the installed files only: no LD_LIBRARY_PATH into the build tree, the tools from /usr/bin
 inst() { env -u LD_LIBRARY_PATH -u RAILNET_BUILD PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
 # NCCL's loader: NCCL_NET_PLUGIN=railnet -> dlopen("libnccl-net-railnet.so"), the newest
-# ncclNetPlugin_vN first, then init / devices / getProperties
-if cc -I ext-net/include -o "$work/dlopen_plugin" test/pkg/dlopen_plugin.c -ldl >"$logs/cc.log" 2>&1 &&
+# ncclNetPlugin_vN first, then init / devices / getProperties (the program is built with the
+# tools' loader beside it, on the ABI headers only: nothing of the build tree's libraries)
+if cc -I ext-net/include -I tools/common -o "$work/dlopen_plugin" test/pkg/dlopen_plugin.c tools/common/plugin_load.c \
+     -ldl >"$logs/cc.log" 2>&1 &&
    msg=$(inst env NCCL_NET_PLUGIN=railnet "$work/dlopen_plugin" 2>&1) &&
    got=$(echo "$msg" | sed -n 's/^loaded \(.*\): ncclNetPlugin_v12 Rail[A-Za-z]*: init ok, [0-9]* device.*/\1/p') &&
    # the same file (with /lib a link to /usr/lib, the loader may name it /lib/...)

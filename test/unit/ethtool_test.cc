@@ -1,4 +1,4 @@
-// The ethtool statistics module (src/misc/ethtool.c): the classification of counter names
+// The ethtool statistics module (tools/diaglib/ethtool.c): the classification of counter names
 // of several drivers (mlx5's ethtool -S and hw_counters, bnxt, i40e/ice, veth), the sums by
 // kind and priority over a list of name/value pairs (the fake statistics source: no NIC
 // needed), and the reader's errors on netdevs without statistics. The reader on a real

@@ -8,7 +8,7 @@
 #include "test_util.h"
 
 extern "C" {
-#include "net_socket_types.h"
+#include "../../src/transport/net_socket_types.h"
 #include "railnet.h"
 }
 

@@ -1,4 +1,4 @@
-// The pair protocol of railnet-diag --serve/--pair (src/include/pairproto.h): every record
+// The pair protocol of railnet-diag --serve/--pair (tools/diaglib/pairproto.h): every record
 // type survives encode + decode, the decoder refuses every malformed header and record
 // (magic, version, type, count, length, a string without NUL, values out of range), the
 // bounded socket I/O ends at its deadline or when the peer closes, and the TCP probe runs

@@ -210,7 +210,7 @@ struct ObjSymbols {
 std::map<std::string, ObjSymbols> objectSymbols(const std::string& build) {
   std::map<std::string, ObjSymbols> objs;
   std::vector<std::string> files;
-  for (const char* dir : {"/obj/src", "/obj/ext-net"}) listFiles(build + dir, {".o"}, &files);
+  for (const char* dir : {"/obj/src", "/obj/ext-net", "/obj/tools"}) listFiles(build + dir, {".o"}, &files);
   for (auto& o : files) {
     FILE* p = popen(("nm " + o).c_str(), "r");
     if (p == nullptr) continue;
@@ -229,10 +229,111 @@ std::map<std::string, ObjSymbols> objectSymbols(const std::string& build) {
   return objs;
 }
 
+bool startsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The layers, bottom up: the socket/verbs/settings layer, the transports, the plugin's
+// adapters, the tools' libraries (tools/common, tools/diaglib), the tools.
 int layerOf(const std::string& obj) {
-  if (obj.rfind("src/misc/", 0) == 0) return 0;
-  if (obj.rfind("src/transport/", 0) == 0) return 1;
-  return 2;  // ext-net: the plugin's adapters
+  if (startsWith(obj, "src/misc/")) return 0;
+  if (startsWith(obj, "src/transport/")) return 1;
+  if (startsWith(obj, "ext-net/")) return 2;
+  if (startsWith(obj, "tools/common/") || startsWith(obj, "tools/diaglib/")) return 3;
+  return 4;
+}
+
+// The program an object of the top layer belongs to ("tools/diag/"), "" below it: two
+// programs are linked apart, so a name both define is no dependency between them.
+std::string programOf(const std::string& obj) {
+  if (layerOf(obj) < 4) return "";
+  size_t slash = obj.find('/', obj.find('/') + 1);
+  return obj.substr(0, slash + 1);
+}
+
+// a -> b when a uses something b defines (one symbol that shows it).
+typedef std::map<std::string, std::map<std::string, std::string>> DepGraph;
+
+DepGraph dependencyGraph(const std::map<std::string, ObjSymbols>& objs) {
+  DepGraph deps;
+  for (auto& a : objs)
+    for (auto& b : objs) {
+      if (a.first == b.first) continue;
+      std::string pa = programOf(a.first), pb = programOf(b.first);
+      if (!pa.empty() && !pb.empty() && pa != pb) continue;
+      for (auto& sym : a.second.used)
+        if (b.second.defined.count(sym)) {
+          deps[a.first][b.first] = sym;
+          break;
+        }
+    }
+  return deps;
+}
+
+// The strongly connected components of more than one object (Tarjan): each is a cycle, of
+// any length, of objects that depend on each other.
+struct CycleFinder {
+  const DepGraph& g;
+  std::map<std::string, int> index, low;
+  std::vector<std::string> stack;
+  std::set<std::string> onStack;
+  std::vector<std::vector<std::string>> cycles;
+  int next = 0;
+  explicit CycleFinder(const DepGraph& graph) : g(graph) {}
+  void visit(const std::string& v) {
+    index[v] = low[v] = next++;
+    stack.push_back(v);
+    onStack.insert(v);
+    auto it = g.find(v);
+    if (it != g.end())
+      for (auto& e : it->second) {
+        const std::string& w = e.first;
+        if (!index.count(w)) {
+          visit(w);
+          low[v] = std::min(low[v], low[w]);
+        } else if (onStack.count(w)) {
+          low[v] = std::min(low[v], index[w]);
+        }
+      }
+    if (low[v] != index[v]) return;
+    std::vector<std::string> scc;
+    std::string w;
+    do {
+      w = stack.back();
+      stack.pop_back();
+      onStack.erase(w);
+      scc.push_back(w);
+    } while (w != v);
+    if (scc.size() > 1) cycles.push_back(scc);
+  }
+  std::vector<std::vector<std::string>> run(const std::vector<std::string>& nodes) {
+    for (auto& v : nodes)
+      if (!index.count(v)) visit(v);
+    return cycles;
+  }
+};
+
+std::vector<std::vector<std::string>> cyclesOf(const DepGraph& g, const std::vector<std::string>& nodes) {
+  CycleFinder f(g);
+  return f.run(nodes);
+}
+
+// One cycle, each object followed by the symbol that ties it to the next.
+std::string describeCycle(const DepGraph& g, const std::vector<std::string>& scc) {
+  std::set<std::string> in(scc.begin(), scc.end());
+  std::string out, v = scc[0];
+  std::set<std::string> seen;
+  while (!seen.count(v)) {
+    seen.insert(v);
+    auto& edges = g.at(v);
+    std::string nextV;
+    for (auto& e : edges)
+      if (in.count(e.first)) {
+        nextV = e.first;
+        out += v + " -(" + e.second + ")-> ";
+        break;
+      }
+    v = nextV;
+  }
+  return out + v;
 }
 
 TEST(Structure, DependenciesRunOneWay) {
@@ -240,22 +341,39 @@ TEST(Structure, DependenciesRunOneWay) {
   std::string dir = build ? build : "build";
   std::map<std::string, ObjSymbols> objs = objectSymbols(dir);
   if (objs.size() < 10) RAILNET_SKIP("no library objects under " + dir + "/obj (set RAILNET_BUILD)");
-  std::map<std::string, std::set<std::string>> deps;  // a uses something b defines
-  for (auto& a : objs)
-    for (auto& b : objs) {
-      if (a.first == b.first) continue;
-      for (auto& sym : a.second.used)
-        if (b.second.defined.count(sym)) {
-          deps[a.first].insert(b.first);
-          EXPECT_LE(layerOf(b.first), layerOf(a.first))
-              << a.first << " calls up into " << b.first << " (" << sym << "): a lower layer never calls up";
-          break;
-        }
-    }
+  size_t tools = 0;
+  for (auto& o : objs) tools += startsWith(o.first, "tools/");
+  EXPECT_GT(tools, 20u) << "the tools' objects are missing under " << dir << "/obj/tools: build them (make tools)";
+  DepGraph deps = dependencyGraph(objs);
   for (auto& a : deps)
     for (auto& b : a.second)
-      if (a.first < b && deps[b].count(a.first))
-        ADD_FAILURE() << a.first << " and " << b << " depend on each other: move what both need below them";
+      EXPECT_LE(layerOf(b.first), layerOf(a.first))
+          << a.first << " calls up into " << b.first << " (" << b.second << "): a lower layer never calls up";
+  std::vector<std::string> nodes;
+  for (auto& o : objs) nodes.push_back(o.first);
+  for (auto& c : cyclesOf(deps, nodes))
+    ADD_FAILURE() << c.size() << " objects depend on each other in a cycle: " << describeCycle(deps, c)
+                  << ": move what they share into a file below them";
+}
+
+// The cycle finder itself, on a made-up graph: a cycle of three, a pair, and a chain.
+TEST(Structure, CycleFinderFindsCyclesOfAnyLength) {
+  DepGraph g;
+  g["a"]["b"] = "fb";
+  g["b"]["c"] = "fc";
+  g["c"]["a"] = "fa";
+  g["d"]["e"] = "fe";
+  g["e"]["d"] = "fd";
+  g["f"]["g"] = "fg";
+  g["c"]["f"] = "ff";
+  std::vector<std::vector<std::string>> cycles = cyclesOf(g, {"a", "b", "c", "d", "e", "f", "g"});
+  ASSERT_EQ(cycles.size(), 2u);
+  std::set<std::set<std::string>> got;
+  for (auto& c : cycles) got.insert(std::set<std::string>(c.begin(), c.end()));
+  EXPECT_TRUE(got.count({"a", "b", "c"}));
+  EXPECT_TRUE(got.count({"d", "e"}));
+  std::string d = describeCycle(g, {"a", "b", "c"});
+  EXPECT_EQ(d, "a -(fb)-> b -(fc)-> c -(fa)-> a");
 }
 
 }  // namespace

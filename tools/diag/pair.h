@@ -1,14 +1,16 @@
 /*
- * railnet-diag --serve / --pair: the checks between two nodes (the library has the wire
- * format, src/include/pairproto.h, and the probes, src/include/pairprobe.h).
+ * railnet-diag --serve / --pair: the checks between two nodes (railnet-diag's library,
+ * tools/diaglib, has the wire format, pairproto.h, and the probes, pairprobe.h).
  *
+ *   pair_progress.c the progress line on a terminal (below every other file here)
+ *   pair_state.c    this host's side of the check, the TCP probes both sides run
  *   pair_listen.c   the listener both sides run: answers TCP probes, rejects strangers,
  *                   hands a HELLO to the server's session
  *   pair_server.c   --serve: the session with one client, its probes of the client
  *   pair_client.c   --pair: the conversation, this side's TCP probes, the plan and its bound
  *   pair_rdma.c     the RDMA paths: which to try, both ends of each, GID choice
  *   pair_bw.c       --bw: a short transfer through railnet's transports per working path
- *   pair_report.c   the TCP table, its problems, the verdict
+ *   pair_report.c   the TCP table, its problems, the verdict, the --bw table
  *   pair_report_rdma.c  the RDMA table, its problems, the IB settings
  */
 #ifndef RAILNET_TOOLS_DIAG_PAIR_H_
@@ -100,12 +102,12 @@ typedef struct {
   uint64_t endNs;      /* --pair: the end of the whole check, as its plan printed (0: not yet) */
 } pairState;
 
-/* This host's side: hello, interfaces, RDMA entries. */
+/* pair_state.c: this host's side: hello, interfaces, RDMA entries. */
 void pairStateInit(pairState* st, uint16_t probePort);
 /* Every TCP probe from st->local to st->remote (same family) into st->out; progress on a tty. */
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
 int pairTcpPathCount(const pairState* st);
-/* Progress on stderr when it is a terminal (text mode); NULL clears the line. */
+/* pair_progress.c: progress on stderr when it is a terminal (text mode); NULL clears the line. */
 void pairProgress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* pair_rdma.c */
@@ -125,6 +127,7 @@ int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl);
 void pairBwRunClient(pairState* st, int fd);
 /* The number of those paths (the plan's bound counts them). */
 int pairBwTargets(const pairState* st);
+/* pair_report.c: the --bw section */
 void pairBwReport(const pairState* st);
 
 /* pair_server.c / pair_client.c: exit status */

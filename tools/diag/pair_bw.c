@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include "diag.h"
+#include "net_window.h"
 #include "pair.h"
+#include "plugin_load.h"
 #include "railnet.h"
 
 #define BW_WINDOW 4
@@ -30,11 +32,8 @@ static int bwOpen(const char* name, const char* dev, int port, const ncclNet_t**
     sfmt(why, whySize, "the %s transport did not initialise here", name);
     return ENODEV;
   }
-  for (int d = 0; d < n; d++) {
-    ncclNetProperties_t p;
-    memset(&p, 0, sizeof(p));
-    if (net->getProperties(d, &p) != ncclSuccess || p.name == NULL || strcmp(p.name, dev)) continue;
-    if (port && p.port != port) continue;
+  int d = pluginDeviceNamed(net, dev, port);
+  if (d >= 0) {
     *netOut = net, *ctxOut = ctxs[k], *idx = d;
     return 0;
   }
@@ -42,30 +41,51 @@ static int bwOpen(const char* name, const char* dev, int port, const ncclNet_t**
   return ENODEV;
 }
 
+/* One measurement's messages through a comm, for netWindowRun. */
+typedef struct {
+  const ncclNet_t* net;
+  void* comm;
+  int send;
+  void* buf;
+  uint32_t bytes;
+  void* mh;
+  uint64_t dl;
+  uint64_t* moved;
+  void* reqs[BW_WINDOW];
+} bwRun;
+
+static int bwPost(void* arg, int k) {
+  bwRun* r = (bwRun*)arg;
+  void** req = &r->reqs[k % BW_WINDOW];
+  size_t size = r->bytes;
+  int tag = 1;
+  void* mh = r->mh;
+  ncclResult_t res = r->send ? r->net->isend(r->comm, r->buf, r->bytes, tag, r->mh, NULL, req)
+                             : r->net->irecv(r->comm, 1, &r->buf, &size, &tag, &mh, NULL, req);
+  if (res != ncclSuccess) return -EIO;
+  return *req ? 0 : 1;
+}
+
+static int bwTest(void* arg, int k) {
+  bwRun* r = (bwRun*)arg;
+  void** req = &r->reqs[k % BW_WINDOW];
+  int done = 0, size = 0;
+  if (r->net->test(*req, &done, &size) != ncclSuccess) return -EIO;
+  if (!done) return 0;
+  *req = NULL;
+  *r->moved += (uint64_t)size;
+  return 1;
+}
+
+static int bwIdle(void* arg) { return railnetClockNs() > ((bwRun*)arg)->dl ? ETIMEDOUT : 0; }
+
 /* count messages of bytes through comm (send or receive), BW_WINDOW in flight; 0 or an errno. */
 static int bwLoop(const ncclNet_t* net, void* comm, int send, void* buf, uint32_t bytes, uint32_t count, void* mh,
                   uint64_t dl, uint64_t* moved) {
-  void* reqs[BW_WINDOW] = {0};
-  uint32_t posted = 0, done = 0;
-  while (done < count) {
-    for (int w = 0; w < BW_WINDOW; w++) {
-      if (reqs[w] || posted == count) continue;
-      size_t size = bytes;
-      int tag = 1;
-      ncclResult_t r = send ? net->isend(comm, buf, bytes, tag, mh, NULL, &reqs[w])
-                            : net->irecv(comm, 1, &buf, &size, &tag, &mh, NULL, &reqs[w]);
-      if (r != ncclSuccess) return EIO;
-      if (reqs[w]) posted++;
-    }
-    for (int w = 0; w < BW_WINDOW; w++) {
-      int d = 0, size = 0;
-      if (reqs[w] == NULL) continue;
-      if (net->test(reqs[w], &d, &size) != ncclSuccess) return EIO;
-      if (d) reqs[w] = NULL, done++, *moved += (uint64_t)size;
-    }
-    if (railnetClockNs() > dl) return ETIMEDOUT;
-  }
-  return 0;
+  bwRun r = {net, comm, send, buf, bytes, mh, dl, moved, {0}};
+  netWindowOps ops = {bwPost, bwTest, bwIdle, &r};
+  int ret = netWindowRun(&ops, (int)count, BW_WINDOW);
+  return ret < 0 ? -ret : ret;
 }
 
 /* The server's end of one measurement: listen, hand the handle over, accept, receive. */
@@ -226,28 +246,4 @@ void pairBwRunClient(pairState* st, int fd) {
   st->nBw = 0;
   bwTargets(st, fd, 1);
   pairProgress(NULL);
-}
-
-void pairBwReport(const pairState* st) {
-  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 16 x 1 MiB, 4 in flight, here -> peer)");
-  jOpen("paths", '[');
-  for (int i = 0; i < st->nBw; i++) {
-    const pairBw* b = &st->bwRes[i];
-    if (b->err) text("  %-7s %-20s -> %-20s FAIL %s (%s)\n", b->net, b->here, b->peer, b->why, strerror(b->err));
-    else text("  %-7s %-20s -> %-20s %.1f MB/s\n", b->net, b->here, b->peer, b->mbps);
-    jOpen(NULL, '{');
-    jStr("transport", b->net);
-    jStr("here", b->here);
-    jStr("peer", b->peer);
-    jBool("ok", b->err == 0);
-    if (b->err) jStr("failure", b->why);
-    else jNum("MBps", b->mbps);
-    jClose('}');
-    if (b->err)
-      WARNING("run railnet-perf between the two nodes with NCCL_DEBUG=INFO for the transport's own messages",
-              "the %s transport could not move data %s -> %s although the probe worked: %s", b->net, b->here, b->peer,
-              b->why);
-  }
-  jClose(']');
-  if (st->nBw == 0) text("  no working path to measure\n");
 }

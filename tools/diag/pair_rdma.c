@@ -9,7 +9,7 @@
 #include "pair.h"
 
 void pairRdmaList(pairState* st) {
-  if (railnetPairRdmaList(railnetIbExplainGidIndex, railnetIbExplainPortUsed, st->lr, RAILNET_PAIR_MAX_RDMA, &st->nLr,
+  if (railnetPairRdmaList(st->lr, RAILNET_PAIR_MAX_RDMA, &st->nLr,
                           st->rdmaWhy, sizeof(st->rdmaWhy)) != ncclSuccess)
     st->nLr = 0;
 }

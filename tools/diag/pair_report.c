@@ -234,3 +234,29 @@ void pairReport(pairState* st) {
   text("  the chosen paths: TCP %s, RDMA %s\n", tcpOk ? "works" : "FAILS",
        rdmaOk > 0 ? "works" : rdmaOk == 0 ? "FAILS" : "not available on both sides");
 }
+
+/* ---------------------------------------------------------------- --bw */
+
+void pairBwReport(const pairState* st) {
+  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 16 x 1 MiB, 4 in flight, here -> peer)");
+  jOpen("paths", '[');
+  for (int i = 0; i < st->nBw; i++) {
+    const pairBw* b = &st->bwRes[i];
+    if (b->err) text("  %-7s %-20s -> %-20s FAIL %s (%s)\n", b->net, b->here, b->peer, b->why, strerror(b->err));
+    else text("  %-7s %-20s -> %-20s %.1f MB/s\n", b->net, b->here, b->peer, b->mbps);
+    jOpen(NULL, '{');
+    jStr("transport", b->net);
+    jStr("here", b->here);
+    jStr("peer", b->peer);
+    jBool("ok", b->err == 0);
+    if (b->err) jStr("failure", b->why);
+    else jNum("MBps", b->mbps);
+    jClose('}');
+    if (b->err)
+      WARNING("run railnet-perf between the two nodes with NCCL_DEBUG=INFO for the transport's own messages",
+              "the %s transport could not move data %s -> %s although the probe worked: %s", b->net, b->here, b->peer,
+              b->why);
+  }
+  jClose(']');
+  if (st->nBw == 0) text("  no working path to measure\n");
+}

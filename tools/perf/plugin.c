@@ -1,51 +1,26 @@
 /* The net plugin, loaded by dlopen as NCCL loads it, through any ABI v8..v12: one set of
  * calls over every version's struct, and the checks of the device in use. */
-#include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "perf.h"
+#include "plugin_load.h"
 
 perfNet net;
 
-static void perfLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
-  if (level > NCCL_LOG_WARN && !opt.verbose) return;
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (level == NCCL_LOG_WARN) fprintf(stderr, "NCCL WARN %s:%d %s\n", file, line, msg);
-  else fprintf(stderr, "NCCL INFO %s\n", msg);
-}
-
 void loadPlugin(void) {
   const char* name = opt.plugin ? opt.plugin : railnetNetPluginName();
-  char candidates[2][512];
-  snprintf(candidates[0], sizeof(candidates[0]), "libnccl-net-%s.so", name);
-  if (strlen(name) >= sizeof(candidates[1])) die("plugin name too long: %s", name);
-  memcpy(candidates[1], name, strlen(name) + 1);
-  char errs[1200] = "";
-  for (int i = 0; i < 2 && net.lib == NULL; i++) {
-    net.lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
-    if (net.lib) memcpy(net.path, candidates[i], sizeof(net.path));
-    else snprintf(errs + strlen(errs), sizeof(errs) - strlen(errs), "%s%s", i ? "; " : "", dlerror());
-  }
+  if (strlen(name) >= sizeof(net.path)) die("plugin name too long: %s", name);
+  char errs[1200];
+  net.lib = pluginOpen(NULL, name, net.path, sizeof(net.path), errs, sizeof(errs));
   if (net.lib == NULL)
     die("cannot load net plugin '%s': %s\n  (is its directory in LD_LIBRARY_PATH? or pass --plugin /path/to/lib.so)", name,
         errs);
-  static const char* syms[] = {"ncclNetPlugin_v12", "ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9",
-                               "ncclNetPlugin_v8"};
-  for (int i = 0; i < 5 && net.api == NULL; i++) {
-    if (opt.abi && opt.abi != 12 - i) continue;
-    net.api = dlsym(net.lib, syms[i]);
-    net.version = 12 - i;
-  }
+  int oldest = opt.abi ? opt.abi : PLUGIN_NET_MIN, newest = opt.abi ? opt.abi : PLUGIN_NET_MAX;
+  net.api = pluginFindNet(net.lib, oldest, newest, &net.version);
   if (net.api == NULL && opt.abi) die("%s does not export ncclNetPlugin_v%d", net.path, opt.abi);
   if (net.api == NULL) die("%s exports none of ncclNetPlugin_v8 ... ncclNetPlugin_v12", net.path);
-  net.name = ((const ncclNet_v8_t*)net.api)->name; /* name is the first field of every version */
+  net.name = pluginNetName(net.api);
 }
 
 #define V8 ((const ncclNet_v8_t*)net.api)
@@ -54,14 +29,9 @@ void loadPlugin(void) {
 #define V12 ((const ncclNet_v12_t*)net.api) /* v11 has the same calls */
 
 ncclResult_t netInit(void) {
-  ncclResult_t r;
-  switch (net.version) {
-    case 8: r = V8->init(perfLogger); break;
-    case 9: r = V9->init(perfLogger); break;
-    case 10: r = V10->init(perfLogger, NULL); break;
-    default: r = V12->init(&net.ctx, 0, NULL, perfLogger, NULL); break;
-  }
-  net.name = ((const ncclNet_v8_t*)net.api)->name; /* railnet publishes its transport's name at init */
+  pluginLog.level = opt.verbose ? NCCL_LOG_TRACE : NCCL_LOG_WARN; /* the INFO lines with --verbose */
+  ncclResult_t r = pluginNetInit(net.api, net.version, &net.ctx, 0, NULL, pluginLogger);
+  net.name = pluginNetName(net.api); /* railnet publishes its transport's name at init */
   return r;
 }
 ncclResult_t netDevices(int* n) { return V8->devices(n); }

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <string.h>
 #include <unistd.h>
+#include "net_window.h"
 #include "perf.h"
 
 /* Not done yet: give the transport's threads the core (this tool often shares few cores with them). */
@@ -114,25 +115,43 @@ void progressEnd(void) {
   progressShown = 0;
 }
 
+/* One stream's messages, for netWindowRun: message k on comm k % e->n, in slot k % cap. */
+typedef struct {
+  ends* e;
+  int isSend, n, cap;
+  size_t size;
+  tally* t;
+  double* stamps;
+} streamRun;
+
+static int streamPost(void* arg, int k) {
+  streamRun* r = (streamRun*)arg;
+  postMsg(r->e, r->isSend, k % r->e->n, r->size, &r->e->q[k % r->cap]);
+  return 0;
+}
+
+static int streamTest(void* arg, int k) {
+  streamRun* r = (streamRun*)arg;
+  if (!testMsg(r->e, r->isSend, r->size, &r->e->q[k % r->cap], r->t)) return 0;
+  if (r->stamps) r->stamps[k] = nowSec();
+  if (((k + 1) & 63) == 0) progress(r->isSend ? "bw" : "recv", r->size, k + 1, r->n);
+  return 1;
+}
+
+static int streamIdle(void* arg) {
+  streamRun* r = (streamRun*)arg;
+  checkDeadline(r->e, r->isSend ? "isend" : "irecv");
+  return 0;
+}
+
 void stream(ends* e, int isSend, size_t size, int n, int window, tally* t, double* stamps) {
   tally ignored = {0};
   if (t == NULL) t = &ignored;
   if (window > NCCL_NET_MAX_REQUESTS) window = NCCL_NET_MAX_REQUESTS;
-  int cap = window * e->n; /* consecutive messages: at most window on each comm */
-  int head = 0, tail = 0;  /* posted [tail, head) */
-  while (tail < n) {
-    while (head < n && head - tail < cap) {
-      postMsg(e, isSend, head % e->n, size, &e->q[head % cap]);
-      head++;
-    }
-    if (!testMsg(e, isSend, size, &e->q[tail % cap], t)) {
-      checkDeadline(e, isSend ? "isend" : "irecv");
-      continue;
-    }
-    if (stamps) stamps[tail] = nowSec();
-    tail++;
-    if ((tail & 63) == 0) progress(isSend ? "bw" : "recv", size, tail, n);
-  }
+  /* consecutive messages: at most window on each comm */
+  streamRun r = {e, isSend, n, window * e->n, size, t, stamps};
+  netWindowOps ops = {streamPost, streamTest, streamIdle, &r};
+  netWindowRun(&ops, n, r.cap);
 }
 
 void sendAck(ends* e, const perfAck* a) {

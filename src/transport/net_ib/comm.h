@@ -1,8 +1,8 @@
 /*
  * The IB transport's comms in this process: a send or receive comm is a base (its devices,
  * QPs, requests, the peer's devices) and the fifo a sender's receiver writes its
- * clear-to-send entries into, or the entries a receiver writes from. Set up by qp.c and
- * connect.c, driven by p2p.c. Types only.
+ * clear-to-send entries into, or the entries a receiver writes from. Set up by setup.c and
+ * connect.c, driven by p2p.c. Types, and the peer's name for log lines.
  */
 #ifndef RAILNET_NET_IB_COMM_H
 #define RAILNET_NET_IB_COMM_H
@@ -162,6 +162,11 @@ struct ncclIbRecvComm {
   uint64_t qpNextId[NCCL_IB_MAX_QPS];
   struct railnetIbEager* eager;        /* eager messages agreed (eager.h); NULL: off */
 };
+
+/* "1.2.3.4<5>" of a comm's peer (its socket's address), for log lines. */
+static inline const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf) {
+  return ncclSocketToString(&base->sock.addr, buf, 1);
+}
 
 #ifdef __cplusplus
 }

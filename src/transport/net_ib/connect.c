@@ -20,6 +20,7 @@
 #include "conn_stage.h"
 #include "devices.h"
 #include "qp.h"
+#include "setup.h"
 #include "routing.h"
 #include "wire.h"
 

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 #include "failover.h"
-#include "qp.h"
+#include "comm.h"
 #include "liveness.h"
 #include "debug.h"
 #include "socket.h"

@@ -25,7 +25,6 @@
 #include "ibvwrap.h"
 #include "matching.h"
 #include "post.h"
-#include "qp.h"
 #include "reg.h"
 #include "wire.h"
 #include "prof.h"

@@ -4,9 +4,11 @@
  *    bounded connect from one local address to a peer address and a short echo both ways;
  *    the listener and the answering side of that echo.
  *  - RDMA: the active ports x GIDs of interest (the index railnet's automatic selection picks
- *    and the other RoCE entries), and an RC QP brought up against a peer's QP through
- *    ibvwrap, with RDMA write and read of a buffer, each step bounded and classified.
- * Every call is bounded by the deadline or timeout it is given.
+ *    and the other RoCE entries, asked of the IB transport through ib_explain.h), and an RC
+ *    QP brought up against a peer's QP by the transport's own QP fill (ibvqp.h), with RDMA
+ *    write and read of a buffer, each step bounded and classified.
+ * Every call is bounded by the deadline or timeout it is given. Part of tools/diaglib, the
+ * library of railnet-diag (none of it is in the plugin).
  */
 #ifndef RAILNET_PAIRPROBE_H
 #define RAILNET_PAIRPROBE_H
@@ -44,21 +46,14 @@ int railnetPairTcpProbeAnswer(int fd, const railnetPairTcpProbe* probe, uint64_t
 
 /* ---------------------------------------------------------------- RDMA (pairrdma.c) */
 
-/* The GID index railnet uses on a port (the IB transport's selection, which honours
- * NCCL_IB_GID_INDEX); the caller supplies it, this layer sits below the transport. */
-typedef int (*railnetPairGidChooser)(struct ibv_context* ctx, const char* dev, int port,
-                                     const struct ibv_port_attr* attr);
-/* Would railnet use this port (the IB transport's discovery decides: state, link layer,
- * NCCL_IB_HCA)? 1 yes; the caller supplies it, as the GID chooser. */
-typedef int (*railnetPairPortFilter)(const char* dev, int port, const struct ibv_port_attr* attr);
 #define RAILNET_PAIR_GID_CHOSEN 1u /* isAuto bits: the index railnet uses */
 #define RAILNET_PAIR_GID_FORCED 2u /* ... because NCCL_IB_GID_INDEX says so */
-/* The entries of interest on this host's active ports: for each port the index `chooser`
- * gives (empty or not: a forced bad index should be seen failing) and every other
- * non-empty RoCE v1/v2 entry, on the ports `wanted` takes (NULL: every active port). 0
- * entries (and ncclSuccess) without libibverbs or devices; why says why then. */
-ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairPortFilter wanted, railnetPairRdmaEntry* out,
-                                 int max, int* n, char* why, size_t whySize);
+/* The entries of interest on this host's active ports: for each port the IB transport's
+ * discovery takes (state, link layer, NCCL_IB_HCA: railnetIbExplainPortUsed), the GID index
+ * its selection gives (railnetIbExplainGidIndex, which honours NCCL_IB_GID_INDEX; empty or
+ * not: a forced bad index should be seen failing) and every other non-empty RoCE v1/v2
+ * entry. 0 entries (and ncclSuccess) without libibverbs or devices; why says why then. */
+ncclResult_t railnetPairRdmaList(railnetPairRdmaEntry* out, int max, int* n, char* why, size_t whySize);
 
 /* One side of a probed RDMA path: a device context, PD, CQ, RC QP and a registered buffer. */
 struct railnetPairRdmaSide;

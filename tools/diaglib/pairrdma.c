@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <time.h>
+#include "ib_explain.h"
+#include "ibvqp.h"
 #include "ibvwrap.h"
 #include "pairprobe.h"
 #include "param.h"
@@ -24,7 +26,6 @@ struct railnetPairRdmaSide {
   enum ibv_mtu mtu;
 };
 
-static int errnoOf(int ret) { return ret == -1 && errno ? errno : ret < 0 ? -ret : ret ? ret : EIO; }
 
 static void addEntry(railnetPairRdmaEntry* out, int max, int* n, const char* dev, int port,
                      const struct ibv_port_attr* a, int index, const union ibv_gid* gid, int roceVer, int flags) {
@@ -48,8 +49,8 @@ static int gidEmpty(const uint8_t* g) {
 
 /* The entries of one active port: the chosen index, then every other non-empty RoCE entry. */
 static void portEntries(struct ibv_context* ctx, const char* dev, int port, const struct ibv_port_attr* a,
-                        railnetPairGidChooser chooser, railnetPairRdmaEntry* out, int max, int* n) {
-  int chosen = chooser ? chooser(ctx, dev, port, a) : 0;
+                        railnetPairRdmaEntry* out, int max, int* n) {
+  int chosen = railnetIbExplainGidIndex(ctx, dev, port, a);
   int flags = RAILNET_PAIR_GID_CHOSEN | (railnetParamIntByName("NCCL_IB_GID_INDEX") >= 0 ? RAILNET_PAIR_GID_FORCED : 0);
   struct ibv_gid_entry tbl[512];
   ssize_t cnt = 0;
@@ -73,8 +74,7 @@ static void portEntries(struct ibv_context* ctx, const char* dev, int port, cons
   }
 }
 
-ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairPortFilter wanted, railnetPairRdmaEntry* out,
-                                 int max, int* n, char* why, size_t whySize) {
+ncclResult_t railnetPairRdmaList(railnetPairRdmaEntry* out, int max, int* n, char* why, size_t whySize) {
   *n = 0;
   snprintf(why, whySize, "%s", "");
   if (wrap_ibv_symbols() != ncclSuccess) {
@@ -98,8 +98,8 @@ ncclResult_t railnetPairRdmaList(railnetPairGidChooser chooser, railnetPairPortF
         struct ibv_port_attr a;
         memset(&a, 0, sizeof(a));
         if (wrap_ibv_query_port(ctx, (uint8_t)p, &a) != ncclSuccess || a.state != IBV_PORT_ACTIVE) continue;
-        if (wanted != NULL && !wanted(dev, p, &a)) continue;
-        portEntries(ctx, dev, p, &a, chooser, out, max, n);
+        if (!railnetIbExplainPortUsed(dev, p, &a)) continue;
+        portEntries(ctx, dev, p, &a, out, max, n);
       }
     }
     wrap_ibv_close_device(ctx);
@@ -165,16 +165,6 @@ static int sideResources(struct railnetPairRdmaSide* s, int* step) {
   return 0;
 }
 
-static int modifyQp(struct ibv_qp* qp, struct ibv_qp_attr* a, int mask) {
-  errno = 0;
-  int ret = railnetIbv.modify_qp(qp, a, mask);
-  if (ret == 0) return 0;
-  int e = errnoOf(ret);
-  WARN("Call to ibv_modify_qp failed with %d %s (railnet-diag --pair probe)", e, strerror(e));
-  railnetIbvModifyQpHint(e);
-  return e;
-}
-
 void railnetPairRdmaOpen(const railnetPairRdmaEntry* e, uint32_t bufBytes, struct railnetPairRdmaSide** out,
                          railnetPairRdmaQp* q) {
   memset(q, 0, sizeof(*q));
@@ -190,12 +180,7 @@ void railnetPairRdmaOpen(const railnetPairRdmaEntry* e, uint32_t bufBytes, struc
   memset(&pa, 0, sizeof(pa));
   if (err == 0) {
     step = RAILNET_PAIR_RDMA_INIT;
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = e->port;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    err = modifyQp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    err = railnetIbvQpInit(s->qp, e->port, 0, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 0);
     if (err == 0 && wrap_ibv_query_port(s->ctx, e->port, &pa) != ncclSuccess) err = EIO;
   }
   if (err) {
@@ -218,39 +203,26 @@ void railnetPairRdmaOpen(const railnetPairRdmaEntry* e, uint32_t bufBytes, struc
 }
 
 int railnetPairRdmaConnect(struct railnetPairRdmaSide* s, const railnetPairRdmaQp* peer, int* step) {
-  struct ibv_qp_attr a;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = (enum ibv_mtu)(peer->mtu && peer->mtu < (uint32_t)s->mtu ? peer->mtu : (uint32_t)s->mtu);
-  a.dest_qp_num = peer->qpn;
-  a.rq_psn = peer->psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.port_num = s->e.port;
-  a.ah_attr.dlid = peer->lid;
-  if (s->e.linkLayer == IBV_LINK_LAYER_ETHERNET || !gidEmpty(peer->gid)) {
-    a.ah_attr.is_global = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
-    a.ah_attr.grh.sgid_index = (uint8_t)s->e.gidIndex;
-    a.ah_attr.grh.hop_limit = 255;
-  }
-  *step = RAILNET_PAIR_RDMA_RTR;
-  int e = modifyQp(s->qp, &a,
-                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  if (e) return e;
-  memset(&a, 0, sizeof(a));
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14; /* 4.096 us x 2^14 = 67 ms per try */
-  a.retry_cnt = 3;
-  a.rnr_retry = 3;
-  a.sq_psn = s->psn;
-  a.max_rd_atomic = 1;
-  *step = RAILNET_PAIR_RDMA_RTS;
-  e = modifyQp(s->qp, &a,
-               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                   IBV_QP_MAX_QP_RD_ATOMIC);
-  if (e == 0) *step = RAILNET_PAIR_RDMA_OK;
+  struct railnetIbvQpPath p;
+  memset(&p, 0, sizeof(p));
+  p.port = s->e.port;
+  p.mtu = (enum ibv_mtu)(peer->mtu && peer->mtu < (uint32_t)s->mtu ? peer->mtu : (uint32_t)s->mtu);
+  p.remoteQpn = peer->qpn;
+  p.remotePsn = peer->psn;
+  p.localPsn = s->psn;
+  p.remoteLid = peer->lid;
+  p.global = s->e.linkLayer == IBV_LINK_LAYER_ETHERNET || !gidEmpty(peer->gid);
+  memcpy(p.remoteGid.raw, peer->gid, 16);
+  p.gidIndex = (uint8_t)s->e.gidIndex;
+  /* a probe answers within seconds: 4.096 us x 2^14 = 67 ms per try, 4 tries, no waiting
+   * for a receiver that is not ready, one ibv_modify_qp each (its errno is the result) */
+  p.timeout = 14;
+  p.retryCnt = 3;
+  p.rnrRetry = 3;
+  p.retryModify = 0;
+  enum ibv_qp_state failed = IBV_QPS_RTR;
+  int e = railnetIbvQpConnect(s->qp, &p, &failed);
+  *step = e == 0 ? RAILNET_PAIR_RDMA_OK : failed == IBV_QPS_RTR ? RAILNET_PAIR_RDMA_RTR : RAILNET_PAIR_RDMA_RTS;
   return e;
 }
 
