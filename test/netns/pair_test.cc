@@ -7,14 +7,21 @@
 //    goes on; a --serve nobody talks to exits at its --timeout; a --pair without a server
 //    ends at once with the fix;
 //  - --bw measures each working path between chosen interfaces through railnet's Socket transport;
-//  - --help names the options, and contradicting ones are usage errors (exit 2).
+//  - --help names the options, and contradicting ones are usage errors (exit 2);
+//  - hostile clients: one naming an address that is not its own (a plain TCP service) gets
+//    that service probed with nothing sent to it and within this side's bound, not the one
+//    its HELLO asks for; a stranger's HELLO that goes away does not end --serve; idle
+//    connections held open all along do not make the real check's probes fail.
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <chrono>
 #include <sstream>
+#include <poll.h>
+#include <fstream>
 #include "netns.h"
+#include "pairprobe.h"
 #include "plugin_loader.h"
 
 namespace {
@@ -136,14 +143,16 @@ TEST_F(PairNetns, StrangerIsRefusedAndServeEndsAtItsTimeout) {
     if (connect(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0) return 1;
     const char req[] = "GET / HTTP/1.0\r\n\r\n";
     if (write(fd, req, sizeof(req) - 1) < 0) return 2;
-    char c;
-    ssize_t n = read(fd, &c, 1);  // the server closes without answering a byte
-    io.say("read " + std::to_string(n));
+    char buf[256];
+    ssize_t n, got = 0;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) got += n;  // the greeting only, then closed (FIN or RST)
+    io.say("read " + std::to_string(got) + " then " + std::to_string(n));
     close(fd);
     return 0;
   });
   EXPECT_TRUE(http.success()) << http.describe();
-  EXPECT_TRUE(has(http.out, "read 0") || has(http.out, "read -1")) << http.out;  // closed (FIN or RST)
+  // the listener's GREET (a header and its token), nothing in answer to the request, then closed
+  EXPECT_TRUE(has(http.out, "read " + std::to_string(RAILNET_PAIR_HDR_SIZE + 8) + " then ")) << http.out;
   NetNsResult s = child.wait(20000);
   double took = nowS() - t0;
   std::string srv = readFile(out);
@@ -159,6 +168,152 @@ TEST_F(PairNetns, StrangerIsRefusedAndServeEndsAtItsTimeout) {
   EXPECT_EQ(c.exitCode, 1) << c.describe();
   EXPECT_TRUE(has(c.out, "cannot connect to 198.18.30.1 port 18517: Connection refused")) << c.out;
   EXPECT_TRUE(has(c.out, "Fix: start 'railnet-diag --serve' on the peer first")) << c.out;
+}
+
+// A TCP connection from this namespace to 198.18.30.1:18517 (the --serve of the tests).
+int connectServer() {
+  static const uint8_t addr[4] = {198, 18, 30, 1};
+  int fd = -1;
+  return railnetPairConnectFrom(nullptr, 4, addr, 18517, railnetClockNs() + 5000000000ull, &fd) == 0 ? fd : -1;
+}
+
+bool fileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// A plain TCP service on 198.18.30.3:9999 (not a pair listener): counts connections and the
+// bytes it is sent, until the file stop exists.
+int plainService(NetNsIo& io, const std::string& stop) {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(9999);
+  inet_pton(AF_INET, "198.18.30.3", &sa.sin_addr);
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(lfd, (struct sockaddr*)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0) return 1;
+  io.say("listening");
+  long conns = 0, bytes = 0;
+  std::vector<int> fds;
+  while (!fileExists(stop)) {
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, 50) == 1) {
+      int fd = accept(lfd, nullptr, nullptr);
+      if (fd >= 0) conns++, fds.push_back(fd);
+    }
+    for (int fd : fds) {
+      char buf[256];
+      ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) bytes += n;
+    }
+  }
+  io.say("connections " + std::to_string(conns) + " bytes " + std::to_string(bytes));
+  return 0;
+}
+
+// Connections to --serve that never send a byte, kept at n open (the server closes each at
+// its bound; it is opened again) until the file stop exists.
+int idleConnections(NetNsIo& io, int n, const std::string& stop) {
+  std::vector<int> fds(n, -1);
+  long opened = 0;
+  while (!fileExists(stop)) {
+    for (int& fd : fds) {
+      char c;
+      if (fd >= 0 && recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0) close(fd), fd = -1;  // closed by the server
+      if (fd < 0 && (fd = connectServer()) >= 0) opened++;
+    }
+    usleep(20000);
+  }
+  io.say("opened " + std::to_string(opened));
+  return 0;
+}
+
+// The hostile client's session: a HELLO asking for 600 s per probe on port 9999, IFACES
+// naming 198.18.30.3 (the plain service, not this client's listener), TCP_RUN; says each
+// result's step, errno and time; leaves without BYE.
+int hostileSession(NetNsIo& io) {
+  int fd = connectServer();
+  if (fd < 0) return 1;
+  uint64_t dl = railnetClockNs() + 30000000000ull;
+  uint64_t greeted = 0;
+  if (railnetPairAwaitGreet(fd, 0, dl, &greeted) != 0) return 2;
+  railnetPairHello h = {};
+  snprintf(h.host, sizeof(h.host), "mallory");
+  snprintf(h.version, sizeof(h.version), "0");
+  h.probePort = 9999, h.timeoutMs = 600000, h.listenToken = 0x5eed;
+  railnetPairIface x = {};
+  snprintf(x.name, sizeof(x.name), "eth0");
+  x.family = 4, x.up = 1, x.prefix = 24, x.mtu = 1500;
+  x.addr[0] = 198, x.addr[1] = 18, x.addr[2] = 30, x.addr[3] = 3;
+  railnetPairMsg m;
+  char why[128] = "";
+  if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) return 3;
+  railnetPairFree(&m);
+  if (railnetPairSend(fd, RAILNET_PAIR_IFACES, &x, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why)) return 4;
+  railnetPairFree(&m);
+  if (railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, nullptr, 0, dl) ||
+      railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why))
+    return 5;
+  for (uint32_t i = 0; i < m.count; i++)
+    io.say("result " + std::string(m.u.tcp[i].localIf) + " step " + std::to_string(m.u.tcp[i].step) + " errno " +
+           std::to_string(m.u.tcp[i].err) + " usec " + std::to_string(m.u.tcp[i].usec));
+  railnetPairFree(&m);
+  close(fd);
+  return 0;
+}
+
+TEST_F(PairNetns, HostileClientsAreBoundedAndTheRealCheckStillPasses) {
+  std::string out = d.path() + "/serve.out", stop1 = d.path() + "/stop1", stop2 = d.path() + "/stop2";
+  std::string cmd = env() + diag() + " --serve --timeout 60 >" + out + " 2>&1";
+  NetNsChild server(*a, [cmd](NetNsIo&) { int st = system(cmd.c_str()); return WIFEXITED(st) ? WEXITSTATUS(st) : 99; });
+  ASSERT_TRUE(b->addAddr("eth0", "198.18.30.3/24"));
+  NetNsChild service(*b, [stop1](NetNsIo& io) { return plainService(io, stop1); });
+  std::string line;
+  ASSERT_TRUE(service.readLine(&line) && line == "listening") << line;
+  usleep(300000);
+  // a stranger's HELLO, and it goes away
+  NetNsResult stranger = b->run([](NetNsIo&) {
+    int fd = connectServer();
+    uint64_t dl = railnetClockNs() + 5000000000ull, got = 0;
+    if (fd < 0 || railnetPairAwaitGreet(fd, 0, dl, &got) != 0) return 1;
+    railnetPairHello h = {};
+    snprintf(h.host, sizeof(h.host), "stranger");
+    h.timeoutMs = 1000;
+    int e = railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl);
+    close(fd);
+    return e;
+  });
+  EXPECT_TRUE(stranger.success()) << stranger.describe();
+  // idle connections held open from here to the end
+  NetNsChild idle(*b, [stop2](NetNsIo& io) { return idleConnections(io, 6, stop2); });
+  // the client that names the plain service as its own address
+  double t0 = nowS();
+  NetNsResult hostile = b->run([](NetNsIo& io) { return hostileSession(io); }, 40000);
+  double took = nowS() - t0;
+  std::ofstream(stop1).put('x');
+  NetNsResult svc = service.wait(10000);
+  ASSERT_TRUE(hostile.success()) << hostile.describe() << readFile(out);
+  EXPECT_TRUE(has(hostile.out, "result eth0 step 6 errno 110")) << hostile.out;  // no greeting: nothing sent
+  std::istringstream results(hostile.out);
+  for (std::string r; std::getline(results, r);) {
+    if (!has(r, "result ")) continue;
+    EXPECT_TRUE(has(r, " step 6 ") || has(r, " step 1 ")) << r;  // greeting or connect, never further
+    EXPECT_LE(atol(r.c_str() + r.find("usec ") + 5), 2500000) << r;  // this side's bound, not the HELLO's 600 s
+  }
+  EXPECT_LT(took, 20) << hostile.out;
+  EXPECT_TRUE(has(svc.out, "bytes 0")) << svc.out;  // the service got connections, never a byte
+  EXPECT_FALSE(has(svc.out, "connections 0 ")) << svc.out;
+  // the real check, with the idle connections still open: every chosen path works
+  ASSERT_TRUE(b->sh("ip addr del 198.18.30.3/24 dev eth0"));
+  NetNsResult c = b->exec(env() + diag() + " --pair 198.18.30.1 2>/dev/null", 60000);
+  std::ofstream(stop2).put('x');
+  NetNsResult idled = idle.wait(10000);
+  NetNsResult s = server.wait(30000);
+  std::string srv = readFile(out);
+  EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "the chosen paths: TCP works")) << c.out;
+  EXPECT_TRUE(s.success()) << s.describe() << srv;  // ended by the real check's BYE, not by a stranger
+  EXPECT_TRUE(has(srv, "session with 198.18.30.2")) << srv;
+  EXPECT_TRUE(has(srv, "no pair protocol message within 2000 ms")) << srv;  // the idle ones, each bounded
+  EXPECT_TRUE(has(idled.out, "opened ")) << idled.describe();
 }
 
 }  // namespace

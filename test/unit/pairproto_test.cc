@@ -5,6 +5,7 @@
 // against its answering side over loopback.
 #include <sys/socket.h>
 #include <unistd.h>
+#include <poll.h>
 #include <thread>
 #include "test_util.h"
 
@@ -43,6 +44,7 @@ railnetPairHello hello() {
   h.probePort = 18517;
   h.flags = RAILNET_PAIR_F_RDMA;
   h.timeoutMs = 2000;
+  h.listenToken = 0x0123456789abcdefull;
   return h;
 }
 
@@ -54,6 +56,12 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_STREQ(m.u.hello->host, "node-a");
   EXPECT_EQ(m.u.hello->probePort, 18517);
   EXPECT_EQ(m.u.hello->timeoutMs, 2000u);
+  EXPECT_EQ(m.u.hello->listenToken, 0x0123456789abcdefull);
+  railnetPairFree(&m);
+  railnetPairGreet g = {0xfeedfacecafebeefull};
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_GREET, &g, 1), &m), ncclSuccess);
+  EXPECT_EQ(m.u.greet->token, g.token);
+  EXPECT_EQ(railnetPairRecordSize(RAILNET_PAIR_GREET), 8u);
   railnetPairFree(&m);
 
   railnetPairIface ifs[2];
@@ -111,9 +119,9 @@ TEST(PairProto, HeaderChecks) {
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
   EXPECT_NE(why.find("bad magic"), std::string::npos) << why;
   v = good;
-  v[5] = 2;  // version 2
+  v[5] = 1;  // version 1 (before the listener's greeting)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 2"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 2)"), std::string::npos) << why;
   v = good;
   v[7] = 99;  // type
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
@@ -203,6 +211,7 @@ TEST(PairProto, TcpProbeOverLoopback) {
       }
       railnetPairMsg m;
       char why[128];
+      railnetPairGreetSend(fd, 0x7e57, railnetClockNs() + 2000000000ull);
       if (railnetPairExpect(fd, RAILNET_PAIR_TCP_PROBE, &m, railnetClockNs() + 2000000000ull, why) == 0) {
         railnetPairTcpProbeAnswer(fd, m.u.probe, railnetClockNs() + 2000000000ull);
         railnetPairFree(&m);
@@ -216,12 +225,44 @@ TEST(PairProto, TcpProbeOverLoopback) {
   snprintf(lo.name, sizeof(lo.name), "lo");
   lo.family = 4, lo.up = 1, lo.addr[0] = 127, lo.addr[3] = 1;
   railnetPairTcpResult r;
-  railnetPairTcpProbeRun(&lo, &lo, port, 2000, 100000, &r);
+  railnetPairTcpProbeRun(&lo, &lo, port, 2000, 100000, 0x7e57, &r);
   answer.join();
   EXPECT_EQ(r.step, RAILNET_PAIR_TCP_OK) << railnetPairTcpStepName(r.step) << " " << strerror(r.err);
+
+  // a listener that greets with another token, and one that does not greet at all (not the
+  // peer's listener): the probe stops at the greeting and sends them nothing
+  for (int greet : {1, 0}) {
+    long received = -1;
+    std::thread other([&] {
+      for (int k = 0; k < 200; k++) {
+        int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
+        if (fd < 0) {
+          usleep(10000);
+          continue;
+        }
+        if (greet) railnetPairGreetSend(fd, 0xbad, railnetClockNs() + 2000000000ull);
+        char buf[256];
+        received = 0;
+        for (;;) {  // until the prober closes
+          struct pollfd p = {fd, POLLIN, 0};
+          if (poll(&p, 1, 3000) != 1) break;
+          ssize_t n = recv(fd, buf, sizeof(buf), 0);
+          if (n <= 0) break;
+          received += n;
+        }
+        close(fd);
+        return;
+      }
+    });
+    railnetPairTcpProbeRun(&lo, &lo, port, 500, 100, 0x7e57, &r);
+    other.join();
+    EXPECT_EQ(r.step, RAILNET_PAIR_TCP_GREET) << greet;
+    EXPECT_EQ(r.err, greet ? EPERM : ETIMEDOUT) << strerror(r.err);
+    EXPECT_EQ(received, 0) << greet;
+  }
   close(lfd);
   // nothing listens there any more: refused at the connect step, within the bound
-  railnetPairTcpProbeRun(&lo, &lo, port, 2000, 100, &r);
+  railnetPairTcpProbeRun(&lo, &lo, port, 2000, 100, 0x7e57, &r);
   EXPECT_EQ(r.step, RAILNET_PAIR_TCP_CONNECT);
   EXPECT_EQ(r.err, ECONNREFUSED);
 }

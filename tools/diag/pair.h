@@ -32,6 +32,7 @@
 #define PAIR_BW_BYTES (1u << 20)
 #define PAIR_BW_COUNT 16
 #define PAIR_MAX_BW 32
+#define PAIR_MAX_CONNS 16       /* connections a listener serves at a time */
 
 typedef struct {
   const char* peer; /* --pair HOST[:P] */
@@ -43,18 +44,22 @@ typedef struct {
 /* ---------------------------------------------------------------- pair_listen.c */
 typedef struct pairListener pairListener;
 /* A HELLO arrived on fd (the session owns fd from here). Returns 0 to take it, else the
- * connection is refused (one log line). */
+ * connection is refused (one log line). Called from the connection's own thread. */
 typedef int (*pairHelloFn)(int fd, const railnetPairHello* hello, const char* peer, void* arg);
 struct pairListener {
   int fd;
   uint16_t port;
+  uint64_t token;      /* what it greets every connection with (railnetPairGreet) */
   volatile int stop;
   uint64_t deadlineNs; /* 0: none */
   pairHelloFn onHello; /* NULL: HELLO is refused (the client's listener) */
   void* arg;
   pthread_t thread;
   int threaded;
-  int probesAnswered, rejected;
+  int probesAnswered, rejected; /* atomic */
+  pthread_mutex_t lock;         /* guards conns */
+  pthread_cond_t idle;          /* conns went to 0 */
+  int conns;                    /* connections being served */
 };
 /* Listens on port (tryOthers: any free port when it is taken); 0 or the errno. */
 int pairListen(pairListener* l, uint16_t port, int tryOthers);
@@ -103,7 +108,7 @@ typedef struct {
 } pairState;
 
 /* pair_state.c: this host's side: hello, interfaces, RDMA entries. */
-void pairStateInit(pairState* st, uint16_t probePort);
+void pairStateInit(pairState* st, const pairListener* l);
 /* Every TCP probe from st->local to st->remote (same family) into st->out; progress on a tty. */
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
 int pairTcpPathCount(const pairState* st);

@@ -130,9 +130,19 @@ static void printPlan(pairState* st, int nIn) {
   jNum("bound_s", bound);
 }
 
-static int runChecks(pairState* st, int fd, char* why) {
-  int e = exchangeFacts(st, fd, why);
-  if (e) return e;
+static int runChecks(pairState* st, int fd, char* why, size_t whySize) {
+  uint64_t greeted = 0;
+  int e = railnetPairAwaitGreet(fd, 0, railnetClockNs() + PAIR_REPLY_MS * 1000000ull, &greeted);
+  if (e) {
+    snprintf(why, whySize, "%.300s greeted with no pair protocol GREET: %s (an older railnet-diag, or another program)",
+             st->peerName, e == EPERM ? "other bytes" : strerror(e));
+    return e;
+  }
+  if ((e = exchangeFacts(st, fd, why)) != 0) return e;
+  if (st->peer.listenToken != greeted) {
+    snprintf(why, whySize, "the peer's HELLO names another listener than the one that greeted");
+    return EPROTO;
+  }
   int nIn = 0;
   for (int i = 0; i < st->nRemote; i++)
     for (int j = 0; j < st->nLocal; j++) nIn += st->remote[i].family == st->local[j].family;
@@ -156,7 +166,7 @@ int pairClient(const pairOptions* o) {
     return 1;
   }
   pairServeInThread(&l);
-  pairStateInit(st, l.port);
+  pairStateInit(st, &l);
   st->bw = o->bw;
   char why[512] = "";
   int fd = -1;
@@ -166,7 +176,7 @@ int pairClient(const pairOptions* o) {
             "its firewall",
             "%s", why);
   } else {
-    e = runChecks(st, fd, why);
+    e = runChecks(st, fd, why, sizeof(why));
     close(fd);
     if (e) {
       section("pair", "Pair check");

@@ -1,6 +1,9 @@
-/* The listener of railnet-diag --serve and --pair: every connection must open with a pair
- * protocol message within the probe bound. A TCP_PROBE is echoed; a HELLO goes to the
- * server's session (one at a time); anything else is refused with one log line. */
+/* The listener of railnet-diag --serve and --pair. Every connection is greeted (GREET with
+ * this process's token) and must then open with a pair protocol message within the probe
+ * bound: a TCP_PROBE is echoed; a HELLO goes to the server's session (one at a time);
+ * anything else is refused with one log line. Connections are served concurrently, each in
+ * its own thread and bounded by its own deadline, at most PAIR_MAX_CONNS at a time (more are
+ * closed at once), so that slow or idle strangers cannot make a real probe wait. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -23,6 +26,9 @@ void pairLog(const char* fmt, ...) {
 int pairListen(pairListener* l, uint16_t port, int tryOthers) {
   memset(l, 0, sizeof(*l));
   l->fd = -1;
+  pthread_mutex_init(&l->lock, NULL);
+  pthread_cond_init(&l->idle, NULL);
+  l->token = railnetPairNewToken();
   int e = railnetPairListen(port, &l->fd, &l->port);
   if (e == EADDRINUSE && tryOthers) e = railnetPairListen(0, &l->fd, &l->port);
   return e;
@@ -44,14 +50,17 @@ static void peerText(const struct sockaddr_storage* ss, char* buf, size_t size) 
   snprintf(buf, size, "%s:%d", a, port);
 }
 
-/* One accepted connection: its first message decides. */
+static void countRejected(pairListener* l) { __atomic_add_fetch(&l->rejected, 1, __ATOMIC_RELAXED); }
+
+/* One accepted connection: greeted, then its first message decides. */
 static void serveConn(pairListener* l, int fd, const char* peer) {
   railnetPairMsg m;
   char why[128] = "";
   uint64_t deadline = railnetClockNs() + PAIR_PROBE_MS * 1000000ull;
-  int e = railnetPairRecv(fd, &m, deadline, why);
+  int e = railnetPairGreetSend(fd, l->token, deadline);
+  if (e == 0) e = railnetPairRecv(fd, &m, deadline, why);
   if (e) {
-    l->rejected++;
+    countRejected(l);
     if (e == EPROTO) pairLog("rejected %s: %s", peer, why);
     else if (e == ETIMEDOUT) pairLog("rejected %s: no pair protocol message within %d ms", peer, PAIR_PROBE_MS);
     else pairLog("rejected %s: %s before its first message", peer, strerror(e));
@@ -60,18 +69,66 @@ static void serveConn(pairListener* l, int fd, const char* peer) {
   }
   if (m.type == RAILNET_PAIR_TCP_PROBE) {
     e = railnetPairTcpProbeAnswer(fd, m.u.probe, deadline);
-    if (e == 0) l->probesAnswered++;
+    if (e == 0) __atomic_add_fetch(&l->probesAnswered, 1, __ATOMIC_RELAXED);
     else pairLog("TCP probe from %s (%s) ended early: %s", peer, m.u.probe->from, strerror(e));
     close(fd);
   } else if (m.type == RAILNET_PAIR_HELLO && l->onHello && l->onHello(fd, m.u.hello, peer, l->arg) == 0) {
     /* the session owns fd now */
   } else {
-    l->rejected++;
+    countRejected(l);
     pairLog("rejected %s: %s %s", peer, railnetPairTypeName(m.type),
             m.type == RAILNET_PAIR_HELLO ? "while a session runs (one peer at a time)" : "as its first message");
     close(fd);
   }
   railnetPairFree(&m);
+}
+
+typedef struct {
+  pairListener* l;
+  int fd;
+  char peer[INET6_ADDRSTRLEN + 16];
+} pairConn;
+
+static void* connThread(void* arg) {
+  pairConn* c = (pairConn*)arg;
+  pairListener* l = c->l;
+  serveConn(l, c->fd, c->peer);
+  free(c);
+  pthread_mutex_lock(&l->lock);
+  if (--l->conns == 0) pthread_cond_broadcast(&l->idle);
+  pthread_mutex_unlock(&l->lock);
+  return NULL;
+}
+
+/* fd in a thread of its own, or closed at once when PAIR_MAX_CONNS are being served. */
+static void dispatch(pairListener* l, int fd, const char* peer) {
+  pthread_mutex_lock(&l->lock);
+  int full = l->conns >= PAIR_MAX_CONNS;
+  if (!full) l->conns++;
+  pthread_mutex_unlock(&l->lock);
+  pairConn* c = full ? NULL : (pairConn*)calloc(1, sizeof(*c));
+  pthread_t t;
+  pthread_attr_t attr;
+  int started = 0;
+  if (c) {
+    c->l = l, c->fd = fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    started = pthread_create(&t, &attr, connThread, c) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  if (started) return;
+  countRejected(l);
+  if (full) pairLog("rejected %s: %d connections are being served already", peer, PAIR_MAX_CONNS);
+  else pairLog("rejected %s: no thread for it (%s)", peer, strerror(errno ? errno : EAGAIN));
+  free(c);
+  close(fd);
+  if (!full) {
+    pthread_mutex_lock(&l->lock);
+    if (--l->conns == 0) pthread_cond_broadcast(&l->idle);
+    pthread_mutex_unlock(&l->lock);
+  }
 }
 
 void pairServeLoop(pairListener* l) {
@@ -86,7 +143,7 @@ void pairServeLoop(pairListener* l) {
     if (fd < 0) continue;
     char peer[INET6_ADDRSTRLEN + 16];
     peerText(&ss, peer, sizeof(peer));
-    serveConn(l, fd, peer);
+    dispatch(l, fd, peer);
   }
 }
 
@@ -105,6 +162,10 @@ void pairListenStop(pairListener* l) {
   l->stop = 1;
   if (l->threaded) pthread_join(l->thread, NULL);
   l->threaded = 0;
+  /* the connections in flight end by their own deadline (PAIR_PROBE_MS) */
+  pthread_mutex_lock(&l->lock);
+  while (l->conns > 0) pthread_cond_wait(&l->idle, &l->lock);
+  pthread_mutex_unlock(&l->lock);
   if (l->fd >= 0) close(l->fd);
   l->fd = -1;
 }

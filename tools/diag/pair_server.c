@@ -2,7 +2,12 @@
  * seconds, then exits. Probes are echoed by the listener; one client at a time gets a
  * session, in which this side reports its interfaces and RDMA entries, probes the client's
  * addresses when asked (TCP_RUN) and brings up its end of each RDMA path. Nothing a peer
- * sends is executed: every message is a fixed record checked by the decoder. */
+ * sends is executed: every message is a fixed record checked by the decoder. What a client
+ * cannot make this side do: probe an address that is not its own (a probe sends nothing
+ * until the client's listener greeted with the token of the client's HELLO), wait longer
+ * than this side's own bounds (the per-probe bound is PAIR_PROBE_MS whatever the HELLO says;
+ * each message of a session must come within what the client's phase may take), or end
+ * --serve: only a session that ends with BYE does; one that fails or idles frees the slot. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,22 +17,38 @@
 typedef struct {
   pairListener listener;
   pthread_mutex_t lock;
+  pthread_cond_t ended; /* a session ended */
   int active, served;
-  pthread_t thread;
   int fd;
   railnetPairHello hello;
   char peer[64];
 } pairServer;
 
-/* One message of the session; 1 when the session is over, -1 on an error. */
-static int sessionStep(pairServer* sv, pairState* st, uint64_t deadline) {
+/* How long the client may take before its next message, after the message `last`: its
+ * own TCP probes of this host follow RDMA_PORTS; its RDMA writes and reads and --bw
+ * transfers follow TCP_RUN and the RDMA/BW messages; anything else is answered at once. */
+static uint64_t nextMessageMs(const pairState* st, int last) {
+  if (last == RAILNET_PAIR_RDMA_PORTS) return PAIR_REPLY_MS + (uint64_t)pairTcpPathCount(st) * PAIR_PROBE_MS;
+  if (last == RAILNET_PAIR_TCP_RUN || last == RAILNET_PAIR_RDMA_QP || last == RAILNET_PAIR_RDMA_RUN ||
+      last == RAILNET_PAIR_BW_START)
+    return PAIR_REPLY_MS + 3 * PAIR_RDMA_MS + 2 * PAIR_BW_MS + 2000;
+  return PAIR_REPLY_MS;
+}
+
+/* One message of the session; 1 when the session is over, -1 on an error. *last: the type
+ * of the message before (in), of this one (out). */
+static int sessionStep(pairServer* sv, pairState* st, uint64_t sessionDl, int* last) {
   railnetPairMsg m;
   char why[128] = "";
+  uint64_t deadline = railnetClockNs() + nextMessageMs(st, *last) * 1000000ull;
+  if (deadline > sessionDl) deadline = sessionDl;
   int e = railnetPairRecv(sv->fd, &m, deadline, why);
   if (e) {
-    pairLog("session with %s ended: %s", sv->peer, e == EPROTO ? why : strerror(e));
+    pairLog("session with %s ended: %s", sv->peer,
+            e == EPROTO ? why : e == ETIMEDOUT ? "no message within the bound of its phase" : strerror(e));
     return -1;
   }
+  *last = m.type;
   int done = 0;
   switch (m.type) {
     case RAILNET_PAIR_IFACES:
@@ -36,7 +57,7 @@ static int sessionStep(pairServer* sv, pairState* st, uint64_t deadline) {
       e = railnetPairSend(sv->fd, RAILNET_PAIR_IFACES, st->local, (uint32_t)st->nLocal, deadline);
       break;
     case RAILNET_PAIR_TCP_RUN:
-      pairProbeTcp(st, st->peer.probePort, (int)st->peer.timeoutMs, NULL);
+      pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, NULL); /* this side's bound, not the HELLO's */
       e = railnetPairSend(sv->fd, RAILNET_PAIR_TCP_RESULTS, st->out, (uint32_t)st->nOut, deadline);
       break;
     case RAILNET_PAIR_RDMA_PORTS:
@@ -76,12 +97,13 @@ static void* sessionThread(void* arg) {
   pairState* st = (pairState*)calloc(1, sizeof(*st));
   int rc = -1;
   if (st) {
-    pairStateInit(st, sv->listener.port);
+    pairStateInit(st, &sv->listener);
     st->peer = sv->hello;
     snprintf(st->peerName, sizeof(st->peerName), "%s", sv->peer);
     pairLog("session with %s (%s, railnet-diag %s)", sv->peer, sv->hello.host, sv->hello.version);
+    int last = RAILNET_PAIR_HELLO;
     if (railnetPairSend(sv->fd, RAILNET_PAIR_HELLO, &st->self, 1, deadline) == 0) {
-      while ((rc = sessionStep(sv, st, deadline)) == 0) {
+      while ((rc = sessionStep(sv, st, deadline, &last)) == 0) {
       }
     }
   }
@@ -91,8 +113,12 @@ static void* sessionThread(void* arg) {
                        sv->listener.probesAnswered, st ? st->nOut : 0);
   free(st);
   pthread_mutex_lock(&sv->lock);
-  sv->served = rc == 1 ? 1 : sv->served;
-  sv->listener.stop = 1;
+  if (rc == 1) { /* done: --serve ends; a failed session leaves it serving the next client */
+    sv->served = 1;
+    sv->listener.stop = 1;
+  }
+  sv->active = 0;
+  pthread_cond_broadcast(&sv->ended);
   pthread_mutex_unlock(&sv->lock);
   return NULL;
 }
@@ -106,7 +132,12 @@ static int onHello(int fd, const railnetPairHello* hello, const char* peer, void
     sv->fd = fd;
     sv->hello = *hello;
     snprintf(sv->peer, sizeof(sv->peer), "%s", peer);
-    if (pthread_create(&sv->thread, NULL, sessionThread, sv) != 0) sv->active = 0, busy = 1;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, sessionThread, sv) != 0) sv->active = 0, busy = 1;
+    pthread_attr_destroy(&attr);
   }
   pthread_mutex_unlock(&sv->lock);
   return busy ? -1 : 0;
@@ -116,6 +147,7 @@ int pairServe(const pairOptions* o) {
   static pairServer sv;
   memset(&sv, 0, sizeof(sv));
   pthread_mutex_init(&sv.lock, NULL);
+  pthread_cond_init(&sv.ended, NULL);
   int e = pairListen(&sv.listener, (uint16_t)o->port, 0);
   if (e) {
     fprintf(stderr, "railnet-diag --serve: cannot listen on TCP port %d: %s%s\n", o->port, strerror(e),
@@ -127,11 +159,11 @@ int pairServe(const pairOptions* o) {
   sv.listener.arg = &sv;
   pairLog("--serve: answering the pair protocol on TCP port %u for at most %d s", sv.listener.port, o->timeout);
   pairServeLoop(&sv.listener);
+  pairListenStop(&sv.listener); /* no new session after this */
   pthread_mutex_lock(&sv.lock);
   int active = sv.active;
+  while (sv.active) pthread_cond_wait(&sv.ended, &sv.lock); /* its I/O ends by the same deadline */
   pthread_mutex_unlock(&sv.lock);
-  if (active) pthread_join(sv.thread, NULL); /* its I/O ends by the same deadline */
-  pairListenStop(&sv.listener);
   if (!sv.served) {
     pairLog("--serve: %s within %d s; exiting", active ? "the session did not finish" : "no peer came", o->timeout);
     return 1;

@@ -8,10 +8,11 @@
 #include "pair.h"
 #include "railnet.h"
 
-void pairStateInit(pairState* st, uint16_t probePort) {
+void pairStateInit(pairState* st, const pairListener* l) {
   gethostname(st->self.host, sizeof(st->self.host) - 1);
   snprintf(st->self.version, sizeof(st->self.version), "%s", railnetVersion());
-  st->self.probePort = probePort;
+  st->self.probePort = l->port;
+  st->self.listenToken = l->token;
   st->self.timeoutMs = PAIR_PROBE_MS;
   if (railnetPairListIfaces(st->local, RAILNET_PAIR_MAX_IFACES, &st->nLocal) != ncclSuccess) st->nLocal = 0;
   pairRdmaList(st);
@@ -35,7 +36,8 @@ void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* l
       if (label)
         pairProgress("  %s [%d/%d] %s -> %s (%s)", label, ++k, total, st->local[i].name,
                      railnetPairAddrString(st->remote[j].family, st->remote[j].addr, a, sizeof(a)), st->remote[j].name);
-      railnetPairTcpProbeRun(&st->local[i], &st->remote[j], peerPort, timeoutMs, PAIR_PROBE_BYTES, &st->out[st->nOut++]);
+      railnetPairTcpProbeRun(&st->local[i], &st->remote[j], peerPort, timeoutMs, PAIR_PROBE_BYTES,
+                             st->peer.listenToken, &st->out[st->nOut++]);
     }
   }
   if (label) pairProgress(NULL);

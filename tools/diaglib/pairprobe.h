@@ -36,10 +36,19 @@ int railnetPairListen(uint16_t port, int* fd, uint16_t* boundPort);
  * else the errno (ETIMEDOUT at the deadline). */
 int railnetPairConnectFrom(const railnetPairIface* local, int family, const uint8_t* addr, uint16_t port,
                            uint64_t deadlineNs, int* fd);
-/* The TCP check of one path: connect from local to peer's address on port, send a
- * TCP_PROBE of `bytes` and read the echo back, all within timeoutMs. Fills r. */
+/* The TCP check of one path: connect from local to peer's address on port, wait for the
+ * listener's GREET with peerToken (else step GREET: the address is not the peer's, and it
+ * was sent nothing), send a TCP_PROBE of `bytes` and read the echo back, all within
+ * timeoutMs. Fills r. */
 void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIface* peer, uint16_t port, int timeoutMs,
-                            uint32_t bytes, railnetPairTcpResult* r);
+                            uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r);
+/* A listener's side of the greeting: GREET with token on a just-accepted fd. 0 or the errno. */
+int railnetPairGreetSend(int fd, uint64_t token, uint64_t deadlineNs);
+/* The connecting side: the GREET by the deadline; 0 when its token is `token` (any token when
+ * got is not NULL: *got gets it), else the errno (EPERM: other bytes or another token). */
+int railnetPairAwaitGreet(int fd, uint64_t token, uint64_t deadlineNs, uint64_t* got);
+/* A random non-zero token for this process's listener. */
+uint64_t railnetPairNewToken(void);
 /* The answering side: having read a TCP_PROBE on fd, read its bytes and send them back.
  * 0 or the errno. */
 int railnetPairTcpProbeAnswer(int fd, const railnetPairTcpProbe* probe, uint64_t deadlineNs);

@@ -85,8 +85,10 @@ static void codeHello(pairCursor* c, railnetPairHello* r) {
   cU16(c, &r->probePort);
   cU16(c, &r->flags);
   cU32(c, &r->timeoutMs);
+  cU64(c, &r->listenToken);
   cRange(c, r->timeoutMs, 1, 600000, "a probe timeout outside 1 ms .. 600 s");
 }
+static void codeGreet(pairCursor* c, railnetPairGreet* r) { cU64(c, &r->token); }
 static void codeIface(pairCursor* c, railnetPairIface* r) {
   cStr(c, r->name, sizeof(r->name));
   cU8(c, &r->family);
@@ -114,7 +116,7 @@ static void codeTcp(pairCursor* c, railnetPairTcpResult* r) {
   cU32(c, &r->usec);
   cRaw(c, r->localAddr, sizeof(r->localAddr));
   cRaw(c, r->peerAddr, sizeof(r->peerAddr));
-  cRange(c, r->step, 0, RAILNET_PAIR_TCP_LOCAL, "an unknown TCP probe step");
+  cRange(c, r->step, 0, RAILNET_PAIR_TCP_GREET, "an unknown TCP probe step");
   if (c->decode && c->p && !c->bad && r->family != 4 && r->family != 6) c->bad = "an address family other than 4 or 6";
 }
 static void codeRdma(pairCursor* c, railnetPairRdmaEntry* r) {
@@ -218,6 +220,7 @@ static const struct {
     [RAILNET_PAIR_BW_START] = {"BW_START", sizeof(railnetPairBwStart), (pairCodec)codeBwStart, 1, 1},
     [RAILNET_PAIR_BW_HANDLE] = {"BW_HANDLE", sizeof(railnetPairBwHandle), (pairCodec)codeBwHandle, 1, 1},
     [RAILNET_PAIR_BW_RESULT] = {"BW_RESULT", sizeof(railnetPairBwResult), (pairCodec)codeBwResult, 1, 1},
+    [RAILNET_PAIR_GREET] = {"GREET", sizeof(railnetPairGreet), (pairCodec)codeGreet, 1, 1},
 };
 
 static int knownType(int type) { return type >= 1 && type <= RAILNET_PAIR_TYPE_MAX && kTypes[type].name; }
@@ -225,8 +228,8 @@ static int knownType(int type) { return type >= 1 && type <= RAILNET_PAIR_TYPE_M
 const char* railnetPairTypeName(int type) { return knownType(type) ? kTypes[type].name : "unknown"; }
 
 const char* railnetPairTcpStepName(int step) {
-  static const char* names[] = {"ok", "connect", "send", "receive", "verify", "local interface"};
-  return step >= 0 && step <= RAILNET_PAIR_TCP_LOCAL ? names[step] : "?";
+  static const char* names[] = {"ok", "connect", "send", "receive", "verify", "local interface", "greeting"};
+  return step >= 0 && step <= RAILNET_PAIR_TCP_GREET ? names[step] : "?";
 }
 const char* railnetPairRdmaStepName(int step) {
   static const char* names[] = {"ok", "open device", "register memory", "create QP", "QP to INIT", "QP to RTR",
@@ -235,8 +238,9 @@ const char* railnetPairRdmaStepName(int step) {
 }
 
 size_t railnetPairRecordSize(int type) {
-  if (!knownType(type) || kTypes[type].code == NULL) return 0;
-  static _Alignas(16) uint8_t scratch[512];
+  /* the codec's size walk on a zeroed record of the caller's stack (callers are threads) */
+  _Alignas(16) uint8_t scratch[512];
+  if (!knownType(type) || kTypes[type].code == NULL || kTypes[type].hostSize > sizeof(scratch)) return 0;
   memset(scratch, 0, sizeof(scratch));
   pairCursor c = {NULL, 0, 0, 0, NULL};
   kTypes[type].code(&c, scratch);

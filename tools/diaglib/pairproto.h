@@ -9,11 +9,15 @@
  * decoder refuses a wrong magic, version or type, a count outside the type's range, a length
  * that is not count x record size, and a string without its NUL.
  *
+ * Every connection to a listener starts with the listener's GREET (its token), before the
+ * connecting side sends anything.
  * Conversation (the client, --pair, drives; the server, --serve, answers):
- *   C->S HELLO, S->C HELLO          hosts, versions, the port each side answers probes on
+ *   C->S HELLO, S->C HELLO          hosts, versions, the port each side answers probes on and
+ *                                   the token its listener greets with
  *   C->S IFACES, S->C IFACES        every interface address (name, family, MTU, chosen?)
- *   C->S TCP_PROBE on a new connection from each local address to each server address;
- *        the server echoes `bytes` bytes back (the client's side of the TCP check)
+ *   C->S TCP_PROBE on a new connection from each local address to each server address, once
+ *        the server's listener greeted with the server's token; the server echoes `bytes`
+ *        bytes back (the client's side of the TCP check)
  *   C->S TCP_RUN, S->C TCP_RESULTS  the server probes the client's addresses the same way
  *   C->S RDMA_PORTS, S->C RDMA_PORTS  every active port x GID of interest
  *   C->S RDMA_QP, S->C RDMA_QP      per path: QP numbers, GIDs, buffers; the server answers
@@ -35,7 +39,7 @@ extern "C" {
 #endif
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
-#define RAILNET_PAIR_VERSION 1
+#define RAILNET_PAIR_VERSION 2
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -58,7 +62,8 @@ enum railnetPairType {
   RAILNET_PAIR_BW_START = 12,
   RAILNET_PAIR_BW_HANDLE = 13,
   RAILNET_PAIR_BW_RESULT = 14,
-  RAILNET_PAIR_TYPE_MAX = 14
+  RAILNET_PAIR_GREET = 15,
+  RAILNET_PAIR_TYPE_MAX = 15
 };
 const char* railnetPairTypeName(int type);
 
@@ -68,6 +73,7 @@ typedef struct {
   uint16_t probePort;  /* where this side answers TCP_PROBE connections */
   uint16_t flags;      /* RAILNET_PAIR_F_* */
   uint32_t timeoutMs;  /* the per-probe bound this side uses */
+  uint64_t listenToken; /* what this side's listener greets every connection with (GREET) */
 } railnetPairHello;
 #define RAILNET_PAIR_F_RDMA 1u /* libibverbs loaded and lists devices */
 
@@ -81,6 +87,13 @@ typedef struct {
   uint8_t addr[16]; /* IPv4 in the first 4 bytes */
 } railnetPairIface;
 
+/* The first message on every connection to a pair listener, from the listener: its token
+ * (random per process; the HELLO tells it to the peer). A prober sends nothing to an address
+ * that does not greet with the peer's token: it probes the peer's own listener only. */
+typedef struct {
+  uint64_t token;
+} railnetPairGreet;
+
 typedef struct {
   uint64_t token;
   uint32_t bytes; /* <= RAILNET_PAIR_PROBE_MAX_BYTES, echoed back */
@@ -88,7 +101,8 @@ typedef struct {
 } railnetPairTcpProbe;
 
 enum railnetPairTcpStep { RAILNET_PAIR_TCP_OK = 0, RAILNET_PAIR_TCP_CONNECT = 1, RAILNET_PAIR_TCP_SEND = 2,
-                          RAILNET_PAIR_TCP_RECV = 3, RAILNET_PAIR_TCP_VERIFY = 4, RAILNET_PAIR_TCP_LOCAL = 5 };
+                          RAILNET_PAIR_TCP_RECV = 3, RAILNET_PAIR_TCP_VERIFY = 4, RAILNET_PAIR_TCP_LOCAL = 5,
+                          RAILNET_PAIR_TCP_GREET = 6 /* no greeting with the peer's token: nothing sent */ };
 const char* railnetPairTcpStepName(int step);
 
 typedef struct {
@@ -193,6 +207,7 @@ typedef struct {
     railnetPairBwStart* bwStart;
     railnetPairBwHandle* bwHandle;
     railnetPairBwResult* bwResult;
+    railnetPairGreet* greet;
     void* any;
   } u; /* count records (malloc'd; railnetPairFree) */
 } railnetPairMsg;

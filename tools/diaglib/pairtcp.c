@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <sys/random.h>
 #include "pairprobe.h"
 #include "socket.h"
 
@@ -167,8 +168,32 @@ static void fillPattern(uint8_t* b, uint32_t n, uint64_t token) {
   for (uint32_t i = 0; i < n; i++) b[i] = (uint8_t)(token >> (8 * (i % 8))) ^ (uint8_t)(i * 131u);
 }
 
+/* The listener's greeting on a fresh connection: 0 when it carries token; else the errno
+ * (ETIMEDOUT: nothing greeted by the deadline; EPERM: another token or other bytes). */
+int railnetPairAwaitGreet(int fd, uint64_t token, uint64_t deadlineNs, uint64_t* got) {
+  railnetPairMsg m;
+  char why[128];
+  int e = railnetPairExpect(fd, RAILNET_PAIR_GREET, &m, deadlineNs, why);
+  if (e) return e == EPROTO ? EPERM : e;
+  uint64_t t = m.u.greet->token;
+  railnetPairFree(&m);
+  if (got) *got = t;
+  return got || t == token ? 0 : EPERM;
+}
+
+int railnetPairGreetSend(int fd, uint64_t token, uint64_t deadlineNs) {
+  railnetPairGreet g = {token};
+  return railnetPairSend(fd, RAILNET_PAIR_GREET, &g, 1, deadlineNs);
+}
+
+uint64_t railnetPairNewToken(void) {
+  uint64_t t = 0;
+  if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t)) t = railnetClockNs() ^ ((uint64_t)getpid() << 40);
+  return t ? t : 1;
+}
+
 void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIface* peer, uint16_t port, int timeoutMs,
-                            uint32_t bytes, railnetPairTcpResult* r) {
+                            uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r) {
   memset(r, 0, sizeof(*r));
   snprintf(r->localIf, sizeof(r->localIf), "%s", local->name);
   snprintf(r->peerIf, sizeof(r->peerIf), "%s", peer->name);
@@ -184,7 +209,10 @@ void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIfac
   }
   r->err = railnetPairConnectFrom(local, peer->family, peer->addr, port, deadline, &fd);
   r->step = r->err ? RAILNET_PAIR_TCP_CONNECT : RAILNET_PAIR_TCP_OK;
-  if (r->err == 0) {
+  if (r->err == 0 && (r->err = railnetPairAwaitGreet(fd, peerToken, deadline, NULL)) != 0) {
+    r->step = RAILNET_PAIR_TCP_GREET; /* not the peer's listener: it gets nothing */
+    close(fd);
+  } else if (r->err == 0) {
     uint8_t* out = (uint8_t*)malloc(bytes ? bytes : 1);
     uint8_t* in = (uint8_t*)malloc(bytes ? bytes : 1);
     railnetPairTcpProbe p;
