@@ -103,6 +103,37 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_EQ(m.u.bwResult->bytes, 16ull << 20);
   railnetPairFree(&m);
 
+  // --cluster's messages
+  railnetClusterJoinMsg j;
+  memset(&j, 0, sizeof(j));
+  j.rank = 3, j.size = 6, j.listenPort = 40123, j.listenToken = 0xabcdef;
+  snprintf(j.host, sizeof(j.host), "node3");
+  ASSERT_EQ(decode(encode(RAILNET_CLUSTER_JOIN, &j, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.join, &j, sizeof(j)), 0);
+  railnetPairFree(&m);
+  j.rank = 6;  // not below the size
+  EXPECT_EQ(decode(encode(RAILNET_CLUSTER_JOIN, &j, 1), &m), ncclInvalidArgument);
+  railnetClusterRoundMsg rd;
+  memset(&rd, 0, sizeof(rd));
+  rd.round = 1, rd.rounds = 5, rd.partner = 4, rd.client = 1, rd.family = 4, rd.port = 40125, rd.boundMs = 60000;
+  rd.addr[0] = 198, rd.addr[1] = 18, rd.addr[2] = 40, rd.addr[3] = 5;
+  ASSERT_EQ(decode(encode(RAILNET_CLUSTER_ROUND, &rd, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.round, &rd, sizeof(rd)), 0);
+  railnetPairFree(&m);
+  rd.round = 5;  // not below the rounds
+  EXPECT_EQ(decode(encode(RAILNET_CLUSTER_ROUND, &rd, 1), &m), ncclInvalidArgument);
+  railnetClusterLinkMsg lk;
+  memset(&lk, 0, sizeof(lk));
+  lk.a = 3, lk.b = 4, lk.ok = 1, lk.kbps = 1200000, lk.usec = 210;
+  snprintf(lk.path, sizeof(lk.path), "socket eth0 -> eth0");
+  ASSERT_EQ(decode(encode(RAILNET_CLUSTER_LINK, &lk, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.link, &lk, sizeof(lk)), 0);
+  railnetPairFree(&m);
+  railnetClusterDoneMsg dn = {1};
+  ASSERT_EQ(decode(encode(RAILNET_CLUSTER_DONE, &dn, 1), &m), ncclSuccess);
+  EXPECT_EQ(m.u.done->exitCode, 1);
+  railnetPairFree(&m);
+
   ASSERT_EQ(decode(encode(RAILNET_PAIR_BYE, nullptr, 0), &m), ncclSuccess);
   EXPECT_EQ(m.type, RAILNET_PAIR_BYE);
   EXPECT_EQ(m.count, 0u);

@@ -19,6 +19,7 @@
  * command-line conventions (usage errors, --version). What railnet decides about RDMA ports,
  * GIDs and GPUDirect comes from the library (ib_explain.h); nothing here re-implements it.
  *   pair*.c       --serve / --pair: the checks between two nodes (pair.h)
+ *   cluster*.c    --cluster: every pair of N nodes, the bad node or link (cluster.h)
  */
 #ifndef RAILNET_TOOLS_DIAG_H_
 #define RAILNET_TOOLS_DIAG_H_
@@ -37,10 +38,15 @@ typedef struct {
   int serve;
   const char* pair;
   int port, timeout, bw;
+  /* --cluster [--rendezvous HOST:PORT] [--rank R --size N] */
+  int cluster;
+  const char* rendezvous;
+  int rank, size;
 } diagOptions;
 /* pair_options.c: the getopt_long codes of --serve, --pair, --port, --timeout and --bw, and
  * their values into o: -1 taken, else the exit status of a usage error. */
-enum { DIAG_OPT_SERVE = 512, DIAG_OPT_PAIR, DIAG_OPT_PORT, DIAG_OPT_TIMEOUT, DIAG_OPT_BW };
+enum { DIAG_OPT_SERVE = 512, DIAG_OPT_PAIR, DIAG_OPT_PORT, DIAG_OPT_TIMEOUT, DIAG_OPT_BW, DIAG_OPT_CLUSTER,
+       DIAG_OPT_RENDEZVOUS, DIAG_OPT_RANK, DIAG_OPT_SIZE };
 int diagPairOption(int opt, const char* value, diagOptions* o);
 /* Parses argv into o; returns -1 to go on, else the exit status (--help, usage error). */
 int diagParseOptions(int argc, char** argv, diagOptions* o);
@@ -98,5 +104,6 @@ void sectionGpuDirect(void);  /* gpudirect.c */
 void sectionMemlock(void);    /* memlock.c */
 void sectionParams(int all);  /* params.c: every param, or (all == 0) those not at their default */
 int diagPairMain(const diagOptions* o); /* pair_options.c: --serve / --pair; the exit status */
+int clusterMain(const diagOptions* o);  /* cluster.c: --cluster; the exit status */
 
 #endif

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   const char* sys = railnetParamRaw("SYSFS_PATH", NULL); /* as the IB transport reads it */
   if (sys && sys[0]) sfmt(sysfsRoot, sizeof(sysfsRoot), "%s", sys);
   if (jsonMode) railnetSetLogger(noLog); /* keep stdout pure JSON */
-  if (o.serve || o.pair) return diagPairMain(&o);
+  if (o.serve || o.pair || o.cluster) return diagPairMain(&o);
 
   jOpen(NULL, '{');
   jStr("tool", "railnet-diag");

@@ -14,6 +14,7 @@ static void usage(FILE* f) {
           "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help] [--version]\n"
           "       railnet-diag --serve [--port P] [--timeout S]\n"
           "       railnet-diag --pair HOST[:P] [--port P] [--bw] [--json]\n"
+          "       railnet-diag --cluster [--rendezvous HOST:PORT] [--rank R --size N] [--timeout S] [--json]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
           "Read-only; no root needed.\n"
           "\n"
@@ -34,6 +35,14 @@ static void usage(FILE* f) {
           "  --bw             with --pair: also a short bandwidth figure per working path between\n"
           "                   the chosen interfaces, and per working RDMA path of the GIDs railnet\n"
           "                   uses, through railnet's own Socket and IB transports\n"
+          "  --cluster        one per node, started by the job's launcher (srun, mpirun, torchrun: rank and\n"
+          "                   size from SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/\n"
+          "                   PMI_SIZE, RANK/WORLD_SIZE; or --rank R --size N): the ranks meet at the\n"
+          "                   rendezvous (--rendezvous HOST:PORT, else MASTER_ADDR:MASTER_PORT, else\n"
+          "                   NCCL_COMM_ID) where rank 0 listens and waits --timeout S for them; every pair\n"
+          "                   is checked once (--pair with --bw), N-1 rounds of disjoint pairs; rank 0\n"
+          "                   prints the links and the verdict: slow ranks, broken links, dead ranks;\n"
+          "                   every rank exits 0 when nothing is wrong, 1 when something is\n"
           "  --json           the same facts as one JSON object on stdout\n"
           "  -h, --help       this text\n"
           "  --version        the version (railnet-diag VERSION)\n"
@@ -58,6 +67,10 @@ static const struct option longOptions[] = {
     {"port", required_argument, NULL, DIAG_OPT_PORT},
     {"timeout", required_argument, NULL, DIAG_OPT_TIMEOUT},
     {"bw", no_argument, NULL, DIAG_OPT_BW},
+    {"cluster", no_argument, NULL, DIAG_OPT_CLUSTER},
+    {"rendezvous", required_argument, NULL, DIAG_OPT_RENDEZVOUS},
+    {"rank", required_argument, NULL, DIAG_OPT_RANK},
+    {"size", required_argument, NULL, DIAG_OPT_SIZE},
     {NULL, 0, NULL, 0},
 };
 
@@ -66,6 +79,7 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
   o->params = 0;
   o->watch = -1;
   o->serve = 0, o->pair = NULL, o->port = 18517, o->timeout = 120, o->bw = 0;
+  o->cluster = 0, o->rendezvous = NULL, o->rank = -1, o->size = -1;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":h", longOptions, NULL)) != -1) {
@@ -84,7 +98,11 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
       case DIAG_OPT_PAIR:
       case DIAG_OPT_PORT:
       case DIAG_OPT_TIMEOUT:
-      case DIAG_OPT_BW: {
+      case DIAG_OPT_BW:
+      case DIAG_OPT_CLUSTER:
+      case DIAG_OPT_RENDEZVOUS:
+      case DIAG_OPT_RANK:
+      case DIAG_OPT_SIZE: {
         int r = diagPairOption(c, optarg, o);
         if (r >= 0) return r;
         break;

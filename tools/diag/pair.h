@@ -105,6 +105,7 @@ typedef struct {
   pairBw bwRes[PAIR_MAX_BW];
   int nBw;
   uint64_t endNs;      /* --pair: the end of the whole check, as its plan printed (0: not yet) */
+  int quiet;           /* --cluster: nothing printed, the check bounded by rank 0's bound */
 } pairState;
 
 /* pair_state.c: this host's side: hello, interfaces, RDMA entries. */
@@ -114,6 +115,7 @@ void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* l
 int pairTcpPathCount(const pairState* st);
 /* pair_progress.c: progress on stderr when it is a terminal (text mode); NULL clears the line. */
 void pairProgress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int pairProgressOff; /* --cluster: the checks run quietly */
 
 /* pair_rdma.c */
 void pairRdmaList(pairState* st);
@@ -138,12 +140,24 @@ void pairBwReport(const pairState* st);
 /* pair_server.c / pair_client.c: exit status */
 int pairServe(const pairOptions* o);
 int pairClient(const pairOptions* o);
+/* --cluster: the pair check (with --bw) against the listener at peer ("HOST:PORT",
+ * "[v6]:PORT"), printing nothing, ending within boundMs; st must have been set up by
+ * pairStateInit (with this rank's listener). 0, or an errno with why. */
+int pairCheckQuiet(pairState* st, const char* peer, uint64_t boundMs, char* why, size_t whySize);
+/* --cluster: a pair server that keeps serving (one session at a time) until stopped; its
+ * listener on any free port. NULL (errno set) when it cannot listen. */
+typedef struct pairServer pairServer;
+pairServer* pairServerStart(void);
+const pairListener* pairServerListener(const pairServer* sv);
+void pairServerStop(pairServer* sv);
 
 /* pair_report.c */
 void pairReport(pairState* st);
 /* Does TCP work both ways between NCCL's socket device k here and the peer's device k?
  * -1 when one side has no device k. *fail (may be NULL) gets a failing probe. */
 int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** fail);
+/* The likely cause and fix of a failed TCP probe (NULL: none known). */
+const char* pairTcpHint(const railnetPairTcpResult* r);
 /* pair_report_rdma.c: the RDMA table and its findings; 1 the chosen paths work, 0 they
  * fail, -1 no RDMA on one side. The NCCL_IB_HCA / NCCL_IB_GID_INDEX values for side 0 (here)
  * or 1 (the peer), "" when there is nothing to set. */

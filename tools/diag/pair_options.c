@@ -24,14 +24,19 @@ int diagPairOption(int opt, const char* value, diagOptions* o) {
     case DIAG_OPT_BW: o->bw = 1; return -1;
     case DIAG_OPT_PAIR: o->pair = value; return -1;
     case DIAG_OPT_PORT: return number("--port", value, 1, 65535, &o->port);
+    case DIAG_OPT_CLUSTER: o->cluster = 1; return -1;
+    case DIAG_OPT_RENDEZVOUS: o->rendezvous = value; return -1;
+    case DIAG_OPT_RANK: return number("--rank", value, 0, 1023, &o->rank);
+    case DIAG_OPT_SIZE: return number("--size", value, 2, 1024, &o->size);
     default: return number("--timeout", value, 1, 86400, &o->timeout);
   }
 }
 
 int diagPairMain(const diagOptions* o) {
-  if (o->serve && o->pair) {
-    return cliUsageError("railnet-diag", "--serve and --pair exclude each other (one runs on each node)");
+  if (o->serve + !!o->pair + o->cluster > 1) {
+    return cliUsageError("railnet-diag", "--serve, --pair and --cluster exclude each other");
   }
+  if (o->cluster) return clusterMain(o);
   pairOptions p = {o->pair, o->port, o->timeout, o->bw};
   if (o->serve) return pairServe(&p);
   jOpen(NULL, '{');

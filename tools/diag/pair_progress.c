@@ -6,9 +6,10 @@
 #include "diag.h"
 #include "pair.h"
 
+int pairProgressOff;
 static int progressOn = -1;
 void pairProgress(const char* fmt, ...) {
-  if (progressOn < 0) progressOn = !jsonMode && isatty(STDERR_FILENO);
+  if (progressOn < 0) progressOn = !jsonMode && !pairProgressOff && isatty(STDERR_FILENO);
   if (!progressOn) return;
   if (fmt == NULL) {
     fprintf(stderr, "\r\033[K");

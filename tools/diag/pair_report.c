@@ -57,7 +57,7 @@ static int samePrefix(const railnetPairIface* a, const railnetPairIface* b) {
   return 1;
 }
 
-static const char* tcpHint(const railnetPairTcpResult* r) {
+const char* pairTcpHint(const railnetPairTcpResult* r) {
   if (r && r->step == RAILNET_PAIR_TCP_GREET)
     return "something answered at that address and port but not the peer's railnet-diag (another program owns "
            "the port, or a proxy/NAT sits between): it was sent nothing; check that the address is the peer's";
@@ -102,7 +102,7 @@ static void tcpRow(const pairState* st, const railnetPairTcpResult* o, int* anyO
             L->mtu, R->name, R->mtu);
   if (!ok && !chosen && samePrefix(L, R)) {
     const railnetPairTcpResult* bad = o->step ? o : in;
-    WARNING(tcpHint(bad), "TCP between %s (%s) and the peer's %s (%s) fails in the same subnet: %s", la,
+    WARNING(pairTcpHint(bad), "TCP between %s (%s) and the peer's %s (%s) fails in the same subnet: %s", la,
             L->name, ra, R->name, bad ? strerror(bad->err) : "not probed");
   }
 }
@@ -147,7 +147,7 @@ static int judgeChosen(const pairState* st, char* here, size_t hs, char* peer, s
       allOk = 0;
       char fix[400];
       sfmt(fix, sizeof(fix), "%s; set NCCL_SOCKET_IFNAME to the interfaces that work (see the verdict) or fix the path",
-           tcpHint(fail));
+           pairTcpHint(fail));
       PROBLEM(fix, "ncclFindInterfaces picks %s here and %s on the peer (device %d), and TCP between them fails%s%s%s",
               L->name, R->name, k, fail ? " (" : "", fail ? strerror(fail->err) : "", fail ? ")" : "");
     }

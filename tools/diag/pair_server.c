@@ -14,15 +14,16 @@
 #include <unistd.h>
 #include "pair.h"
 
-typedef struct {
+struct pairServer {
   pairListener listener;
   pthread_mutex_t lock;
   pthread_cond_t ended; /* a session ended */
   int active, served;
+  int persistent;       /* --cluster: a session's BYE does not stop the server */
   int fd;
   railnetPairHello hello;
   char peer[64];
-} pairServer;
+};
 
 /* How long the client may take before its next message, after the message `last`: its
  * own TCP probes of this host follow RDMA_PORTS; its RDMA writes and reads and --bw
@@ -93,7 +94,8 @@ static int sessionStep(pairServer* sv, pairState* st, uint64_t sessionDl, int* l
 
 static void* sessionThread(void* arg) {
   pairServer* sv = (pairServer*)arg;
-  uint64_t deadline = sv->listener.deadlineNs;
+  /* --serve: its --timeout; --cluster: none but the per-phase bounds (an hour at most) */
+  uint64_t deadline = sv->listener.deadlineNs ? sv->listener.deadlineNs : railnetClockNs() + 3600000000000ull;
   pairState* st = (pairState*)calloc(1, sizeof(*st));
   int rc = -1;
   if (st) {
@@ -113,7 +115,7 @@ static void* sessionThread(void* arg) {
                        sv->listener.probesAnswered, st ? st->nOut : 0);
   free(st);
   pthread_mutex_lock(&sv->lock);
-  if (rc == 1) { /* done: --serve ends; a failed session leaves it serving the next client */
+  if (rc == 1 && !sv->persistent) { /* done: --serve ends; a failed session leaves it serving the next client */
     sv->served = 1;
     sv->listener.stop = 1;
   }
@@ -141,6 +143,40 @@ static int onHello(int fd, const railnetPairHello* hello, const char* peer, void
   }
   pthread_mutex_unlock(&sv->lock);
   return busy ? -1 : 0;
+}
+
+pairServer* pairServerStart(void) {
+  pairServer* sv = (pairServer*)calloc(1, sizeof(*sv));
+  if (sv == NULL) return NULL;
+  int e = pairListen(&sv->listener, 0, 1);
+  if (e) {
+    free(sv);
+    errno = e;
+    return NULL;
+  }
+  pthread_mutex_init(&sv->lock, NULL);
+  pthread_cond_init(&sv->ended, NULL);
+  sv->persistent = 1;
+  sv->listener.onHello = onHello;
+  sv->listener.arg = sv;
+  if ((e = pairServeInThread(&sv->listener)) != 0) {
+    pairListenStop(&sv->listener);
+    free(sv);
+    errno = e;
+    return NULL;
+  }
+  return sv;
+}
+
+const pairListener* pairServerListener(const pairServer* sv) { return &sv->listener; }
+
+void pairServerStop(pairServer* sv) {
+  if (sv == NULL) return;
+  pairListenStop(&sv->listener);
+  pthread_mutex_lock(&sv->lock);
+  while (sv->active) pthread_cond_wait(&sv->ended, &sv->lock);
+  pthread_mutex_unlock(&sv->lock);
+  free(sv);
 }
 
 int pairServe(const pairOptions* o) {

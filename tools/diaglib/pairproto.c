@@ -89,6 +89,48 @@ static void codeHello(pairCursor* c, railnetPairHello* r) {
   cRange(c, r->timeoutMs, 1, 600000, "a probe timeout outside 1 ms .. 600 s");
 }
 static void codeGreet(pairCursor* c, railnetPairGreet* r) { cU64(c, &r->token); }
+static void codeJoin(pairCursor* c, railnetClusterJoinMsg* r) {
+  cU32(c, &r->rank);
+  cU32(c, &r->size);
+  cStr(c, r->host, sizeof(r->host));
+  cU16(c, &r->listenPort);
+  cU64(c, &r->listenToken);
+  cRange(c, r->size, 1, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a cluster size out of range");
+  cRange(c, r->rank, 0, r->size ? r->size - 1 : 0, "a rank not below the size");
+}
+static void codeRound(pairCursor* c, railnetClusterRoundMsg* r) {
+  cU32(c, &r->round);
+  cU32(c, &r->rounds);
+  cI32(c, &r->partner);
+  cU8(c, &r->client);
+  cU8(c, &r->family);
+  cRaw(c, r->addr, sizeof(r->addr));
+  cU16(c, &r->port);
+  cU32(c, &r->boundMs);
+  cRange(c, r->rounds, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "more rounds than ranks");
+  cRange(c, r->round, 0, r->rounds ? r->rounds - 1 : 0, "a round not below the rounds");
+  cRange(c, (uint32_t)(r->partner + 1), 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a partner rank out of range");
+  cRange(c, r->client, 0, 1, "a role other than client or server");
+  if (c->decode && c->p && !c->bad && r->family != 4 && r->family != 6 && r->partner >= 0)
+    c->bad = "a partner address family other than 4 or 6";
+  cRange(c, r->boundMs, 1, 3600000, "a check bound outside 1 ms .. 1 h");
+}
+static void codeLink(pairCursor* c, railnetClusterLinkMsg* r) {
+  cU32(c, &r->round);
+  cU32(c, &r->a);
+  cU32(c, &r->b);
+  cI32(c, &r->ok);
+  cU32(c, &r->kbps);
+  cU32(c, &r->usec);
+  cStr(c, r->path, sizeof(r->path));
+  cStr(c, r->cause, sizeof(r->cause));
+  cStr(c, r->fix, sizeof(r->fix));
+  cRange(c, (uint32_t)r->ok, 0, 1, "a link outcome other than 0 or 1");
+}
+static void codeDone(pairCursor* c, railnetClusterDoneMsg* r) {
+  cI32(c, &r->exitCode);
+  cRange(c, (uint32_t)r->exitCode, 0, 1, "an exit status other than 0 or 1");
+}
 static void codeIface(pairCursor* c, railnetPairIface* r) {
   cStr(c, r->name, sizeof(r->name));
   cU8(c, &r->family);
@@ -221,6 +263,10 @@ static const struct {
     [RAILNET_PAIR_BW_HANDLE] = {"BW_HANDLE", sizeof(railnetPairBwHandle), (pairCodec)codeBwHandle, 1, 1},
     [RAILNET_PAIR_BW_RESULT] = {"BW_RESULT", sizeof(railnetPairBwResult), (pairCodec)codeBwResult, 1, 1},
     [RAILNET_PAIR_GREET] = {"GREET", sizeof(railnetPairGreet), (pairCodec)codeGreet, 1, 1},
+    [RAILNET_CLUSTER_JOIN] = {"CLUSTER_JOIN", sizeof(railnetClusterJoinMsg), (pairCodec)codeJoin, 1, 1},
+    [RAILNET_CLUSTER_ROUND] = {"CLUSTER_ROUND", sizeof(railnetClusterRoundMsg), (pairCodec)codeRound, 1, 1},
+    [RAILNET_CLUSTER_LINK] = {"CLUSTER_LINK", sizeof(railnetClusterLinkMsg), (pairCodec)codeLink, 1, 1},
+    [RAILNET_CLUSTER_DONE] = {"CLUSTER_DONE", sizeof(railnetClusterDoneMsg), (pairCodec)codeDone, 1, 1},
 };
 
 static int knownType(int type) { return type >= 1 && type <= RAILNET_PAIR_TYPE_MAX && kTypes[type].name; }

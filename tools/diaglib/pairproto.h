@@ -27,6 +27,12 @@
  *        transport and returns its handle; the client connects and sends; S->C BW_RESULT
  *   C->S BYE
  * ERROR may come instead of any answer.
+ *
+ * railnet-diag --cluster: every rank holds one connection to rank 0 (the rendezvous), over
+ * which it says JOIN (its rank, its pair listener); rank 0 then sends, per round, ROUND (the
+ * partner's listener and this rank's role: the client runs a pair check against it) and the
+ * client of each pair answers LINK (the outcome); DONE ends the run with the verdict's exit
+ * status.
  */
 #ifndef RAILNET_PAIRPROTO_H
 #define RAILNET_PAIRPROTO_H
@@ -45,6 +51,7 @@ extern "C" {
 #define RAILNET_PAIR_MAX_IFACES 64
 #define RAILNET_PAIR_MAX_RESULTS 1024
 #define RAILNET_PAIR_MAX_RDMA 64
+#define RAILNET_CLUSTER_WIRE_MAX_RANKS 1024
 #define RAILNET_PAIR_PROBE_MAX_BYTES (1u << 20)
 
 enum railnetPairType {
@@ -63,7 +70,11 @@ enum railnetPairType {
   RAILNET_PAIR_BW_HANDLE = 13,
   RAILNET_PAIR_BW_RESULT = 14,
   RAILNET_PAIR_GREET = 15,
-  RAILNET_PAIR_TYPE_MAX = 15
+  RAILNET_CLUSTER_JOIN = 16,
+  RAILNET_CLUSTER_ROUND = 17,
+  RAILNET_CLUSTER_LINK = 18,
+  RAILNET_CLUSTER_DONE = 19,
+  RAILNET_PAIR_TYPE_MAX = 19
 };
 const char* railnetPairTypeName(int type);
 
@@ -191,6 +202,40 @@ typedef struct {
   char why[96];
 } railnetPairBwResult;
 
+/* --cluster: rank -> rank 0 on joining. */
+typedef struct {
+  uint32_t rank;
+  uint32_t size;        /* the launcher's */
+  char host[64];
+  uint16_t listenPort;  /* this rank's pair listener */
+  uint64_t listenToken; /* its greeting */
+} railnetClusterJoinMsg;
+/* --cluster: rank 0 -> rank, one per round. */
+typedef struct {
+  uint32_t round;   /* 0 .. rounds - 1 */
+  uint32_t rounds;
+  int32_t partner;  /* -1: this rank sits the round out */
+  uint8_t client;   /* 1: run the pair check against the partner; 0: answer it */
+  uint8_t family;   /* the partner's address, as rank 0 saw its connection */
+  uint8_t addr[16];
+  uint16_t port;    /* the partner's pair listener */
+  uint32_t boundMs; /* the check must end within this */
+} railnetClusterRoundMsg;
+/* --cluster: the client of a pair -> rank 0: the link's outcome. */
+typedef struct {
+  uint32_t round;
+  uint32_t a, b;    /* a: the client */
+  int32_t ok;       /* 1 works, 0 fails */
+  uint32_t kbps;    /* bandwidth a -> b in KB/s (0: not measured) */
+  uint32_t usec;    /* TCP probe time of NCCL's first device pair (connect, 64 KiB each way) */
+  char path[64];    /* "eth0 -> eth0", "mlx5_0:1 -> mlx5_0:1" */
+  char cause[160];  /* what failed */
+  char fix[160];    /* the fix the pair check gives */
+} railnetClusterLinkMsg;
+typedef struct {
+  int32_t exitCode; /* the verdict's: 0 nothing wrong, 1 something is */
+} railnetClusterDoneMsg;
+
 typedef struct {
   uint16_t type;
   uint32_t count;
@@ -208,6 +253,10 @@ typedef struct {
     railnetPairBwHandle* bwHandle;
     railnetPairBwResult* bwResult;
     railnetPairGreet* greet;
+    railnetClusterJoinMsg* join;
+    railnetClusterRoundMsg* round;
+    railnetClusterLinkMsg* link;
+    railnetClusterDoneMsg* done;
     void* any;
   } u; /* count records (malloc'd; railnetPairFree) */
 } railnetPairMsg;

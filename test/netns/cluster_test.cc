@@ -1,0 +1,153 @@
+// railnet-diag --cluster among six network namespaces on one bridge (198.18.40.0/24), each a
+// node started the way torchrun starts ranks (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
+//  - all healthy: every rank exits 0, rank 0's verdict is empty, 15 links all working;
+//  - an nftables rule on node 2 against node 4: exactly that pair in broken_links;
+//  - node 3's link shaped to 50 Mbit/s both ways (tc): that rank and only it in slow_ranks;
+//  - node 5 never started: it is in dead_ranks, found within the join bound;
+//  - --rank/--size/--rendezvous instead of the launcher's variables, and the usage errors.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <chrono>
+#include <set>
+#include "netns.h"
+#include "plugin_loader.h"
+
+namespace {
+
+const int kRanks = 6;
+const char* kClean = "unset NCCL_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_CONF_FILE NCCL_DEBUG RANK WORLD_SIZE "
+                     "MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE "
+                     "SLURM_PROCID SLURM_NTASKS NCCL_COMM_ID; ";
+
+double nowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string addrOf(int i) { return "198.18.40." + std::to_string(i + 1); }
+
+class ClusterNetns : public ::testing::Test {
+ protected:
+  std::unique_ptr<NetNs> sw;
+  std::vector<std::unique_ptr<NetNs>> nodes;
+  TempDir d;
+  void SetUp() override {
+    RAILNET_REQUIRE_NETNS();
+    sw.reset(new NetNs("csw"));
+    ASSERT_TRUE(sw->ok() && sw->sh("ip link add br0 type bridge && ip link set br0 up"));
+    for (int i = 0; i < kRanks; i++) {
+      nodes.emplace_back(new NetNs("c" + std::to_string(i)));
+      NetNs& n = *nodes.back();
+      std::string port = "p" + std::to_string(i);
+      ASSERT_TRUE(n.ok() && NetNs::veth(n, "eth0", *sw, port));
+      ASSERT_TRUE(n.noLinkLocal("eth0") && n.addAddr("eth0", addrOf(i) + "/24") && n.up("eth0") && n.up("lo"));
+      ASSERT_TRUE(sw->sh("ip link set " + port + " master br0 && ip link set " + port + " up"));
+    }
+    for (auto& n : nodes) ASSERT_TRUE(n->waitRunning("eth0"));
+  }
+  std::string env() const { return std::string(kClean) + "HOME=" + d.path() + " SYSFS_PATH=" + d.path() + " "; }
+  std::string torchrun(int rank) const {
+    return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(kRanks) + " MASTER_ADDR=" + addrOf(0) +
+           " MASTER_PORT=29500 ";
+  }
+  // Every rank but those in skip, each in its namespace with launch(rank) before the
+  // command and "%RANK%" in args replaced by its rank; the exit status of each (-1: not
+  // started), rank 0's stdout and stderr, and the time it all took.
+  std::vector<int> run(const std::function<std::string(int)>& launch, const std::string& args,
+                       const std::set<int>& skip, std::string* out0, std::string* err0, double* took) {
+    std::vector<std::unique_ptr<NetNsChild>> kids(kRanks);
+    double t0 = nowS();
+    for (int i = 0; i < kRanks; i++) {
+      if (skip.count(i)) continue;
+      std::string a = args;
+      for (size_t p; (p = a.find("%RANK%")) != std::string::npos;) a.replace(p, 6, std::to_string(i));
+      std::string cmd = env() + launch(i) + buildTool("railnet-diag") + " --cluster " + a + " >" + d.path() +
+                        "/out" + std::to_string(i) + " 2>" + d.path() + "/err" + std::to_string(i);
+      kids[i].reset(new NetNsChild(*nodes[i], [cmd](NetNsIo&) {
+        int st = system(cmd.c_str());
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+      }));
+    }
+    std::vector<int> rc(kRanks, -1);
+    for (int i = 0; i < kRanks; i++)
+      if (kids[i]) {
+        NetNsResult r = kids[i]->wait(400000);
+        rc[i] = r.exited ? r.exitCode : 98;
+      }
+    *took = nowS() - t0;
+    *out0 = readFile(d.path() + "/out0");
+    *err0 = readFile(d.path() + "/err0");
+    return rc;
+  }
+};
+
+TEST_F(ClusterNetns, HealthyThenABrokenLink) {
+  std::string out, err;
+  double took;
+  auto launch = [this](int r) { return torchrun(r); };
+  std::vector<int> rc = run(launch, "--json --timeout 30", {}, &out, &err, &took);
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 0) << "rank " << i << "\n" << out << err << readFile(d.path() + "/err" + std::to_string(i));
+  EXPECT_TRUE(has(out, "\"mode\":\"cluster\"")) << out;
+  EXPECT_TRUE(has(out, "\"launcher\":\"torchrun\"")) << out;
+  EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out;
+  size_t oks = 0;
+  for (size_t p = 0; (p = out.find("\"result\":\"ok\"", p)) != std::string::npos; p++) oks++;
+  EXPECT_EQ(oks, (size_t)(kRanks * (kRanks - 1) / 2)) << out;
+  EXPECT_TRUE(has(err, "5 rounds of at most 3 pairs")) << err;
+  EXPECT_TRUE(has(err, "round 5/5: 3 pairs")) << err;
+
+  // node 2 drops TCP from node 4: that link alone breaks, and every rank says so (exit 1)
+  ASSERT_TRUE(nodes[2]->sh("nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' "
+                           "&& nft add rule inet rnt in ip saddr " + addrOf(4) + " meta l4proto tcp drop"));
+  rc = run(launch, "--json --timeout 30", {}, &out, &err, &took);
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out;
+  EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[[2,4]],\"dead_ranks\":[]")) << out;
+  EXPECT_TRUE(has(out, "the link between rank 2 (")) << out;
+  // rank 2 checks rank 4: its control connection is the first TCP that fails
+  EXPECT_TRUE(has(out, "cannot connect to " + addrOf(4) + " port ")) << out;
+}
+
+TEST_F(ClusterNetns, SlowNodeAndDeadNode) {
+  // node 3 at 50 Mbit/s both ways (its egress, and the bridge port's egress towards it)
+  std::string tbf = " root tbf rate 50mbit burst 64kb latency 200ms";
+  ASSERT_TRUE(nodes[3]->sh("tc qdisc add dev eth0" + tbf) && sw->sh("tc qdisc add dev p3" + tbf));
+  std::string out, err;
+  double took;
+  auto launch = [this](int r) { return torchrun(r); };
+  std::vector<int> rc = run(launch, "--json --timeout 30", {}, &out, &err, &took);
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out;
+  EXPECT_TRUE(has(out, "\"slow_ranks\":[3],\"broken_links\":[],\"dead_ranks\":[]")) << out;
+  EXPECT_TRUE(has(out, "rank 3 (")) << out;
+  ASSERT_TRUE(nodes[3]->sh("tc qdisc del dev eth0 root") && sw->sh("tc qdisc del dev p3 root"));
+
+  // node 5 never starts: dead, found within the join bound; the five others are checked
+  rc = run(launch, "--timeout 5", {5}, &out, &err, &took);
+  for (int i = 0; i < 5; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out << err;
+  EXPECT_TRUE(has(out, "rank 5 never came to the rendezvous")) << out;
+  EXPECT_TRUE(has(err, "5 of 6 ranks came; 5 rounds of at most 2 pairs")) << err;
+  size_t at = err.find("at most ", err.find("5 of 6 ranks came"));
+  ASSERT_NE(at, std::string::npos);
+  size_t s = err.find(": at most ", at);
+  ASSERT_NE(s, std::string::npos) << err;
+  double bound = atof(err.c_str() + s + 10);
+  EXPECT_LE(took, 5 + bound + 5) << err;  // the join bound, then the plan's bound
+}
+
+TEST_F(ClusterNetns, RankSizeRendezvousOptionsAndUsageErrors) {
+  std::string out, err;
+  double took;
+  std::string args = "--rendezvous " + addrOf(0) + ":29600 --size " + std::to_string(kRanks) + " --timeout 30 --rank %RANK%";
+  std::vector<int> rc = run([](int) { return std::string(); }, args, {}, &out, &err, &took);
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 0) << "rank " << i << "\n" << out << err;
+  EXPECT_TRUE(has(out, "== Cluster check")) << out;
+  EXPECT_TRUE(has(out, "0 problem(s)")) << out;
+  NetNsResult u = nodes[1]->exec(env() + buildTool("railnet-diag") + " --cluster 2>&1");
+  EXPECT_EQ(u.exitCode, 2) << u.describe();
+  EXPECT_TRUE(has(u.out, "--cluster needs its rank and the number of ranks")) << u.out;
+  u = nodes[1]->exec(env() + "RANK=1 WORLD_SIZE=2 " + buildTool("railnet-diag") + " --cluster 2>&1");
+  EXPECT_EQ(u.exitCode, 2) << u.describe();
+  EXPECT_TRUE(has(u.out, "--cluster needs a rendezvous HOST:PORT")) << u.out;
+  u = nodes[1]->exec(env() + buildTool("railnet-diag") + " --cluster --pair x 2>&1");
+  EXPECT_EQ(u.exitCode, 2) << u.describe();
+}
+
+}  // namespace

@@ -1,0 +1,210 @@
+/* railnet-diag --cluster, rank 0 (cluster.h): it listens at the rendezvous, takes the ranks'
+ * JOINs until all came or --timeout passed, prints the plan and its bound, then runs the
+ * rounds: every rank gets a ROUND (its partner and role, or none), the client of each pair
+ * reports the LINK; a rank whose connection ends is dead from then on and not waited for. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "cluster.h"
+#include "diag.h"
+
+static void peerAddr(int fd, int local, uint8_t* family, uint8_t* addr) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  memset(addr, 0, 16);
+  *family = 4;
+  if ((local ? getsockname(fd, (struct sockaddr*)&ss, &len) : getpeername(fd, (struct sockaddr*)&ss, &len)) != 0)
+    return;
+  if (ss.ss_family == AF_INET) {
+    memcpy(addr, &((struct sockaddr_in*)&ss)->sin_addr, 4);
+  } else if (ss.ss_family == AF_INET6) {
+    const uint8_t* a6 = ((struct sockaddr_in6*)&ss)->sin6_addr.s6_addr;
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(a6, v4mapped, 12) == 0) memcpy(addr, a6 + 12, 4);
+    else *family = 6, memcpy(addr, a6, 16);
+  }
+}
+
+/* One JOIN on a new connection; 0 when it is a rank of this run not seen before. */
+static int takeJoin(clusterRun* run, int fd) {
+  railnetPairMsg m;
+  char why[128] = "";
+  if (railnetPairExpect(fd, RAILNET_CLUSTER_JOIN, &m, railnetClockNs() + PAIR_PROBE_MS * 1000000ull, why) != 0) {
+    pairLog("--cluster: a connection without a JOIN refused: %s", why[0] ? why : "nothing within the bound");
+    return -1;
+  }
+  railnetClusterJoinMsg j = *m.u.join;
+  railnetPairFree(&m);
+  int r = (int)j.rank;
+  if ((int)j.size != run->o->size || r <= 0 || run->ranks[r].joined) {
+    pairLog("--cluster: JOIN of rank %d of %u from %s refused (%s)", r, j.size, j.host,
+            (int)j.size != run->o->size ? "another size" : r == 0 ? "rank 0 is this one" : "rank seen already");
+    return -1;
+  }
+  clusterRank* k = &run->ranks[r];
+  k->joined = k->alive = 1, k->fd = fd, k->join = j;
+  peerAddr(fd, 0, &k->family, k->addr);
+  if (run->ranks[0].family == 0) peerAddr(fd, 1, &run->ranks[0].family, run->ranks[0].addr);
+  return 0;
+}
+
+/* JOINs until every rank came or the deadline; returns how many came (rank 0 included). */
+static int gatherJoins(clusterRun* run, int lfd, uint64_t deadline) {
+  int joined = 1;
+  while (joined < run->o->size && railnetClockNs() < deadline) {
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    if (takeJoin(run, fd) == 0) joined++;
+    else close(fd);
+  }
+  return joined;
+}
+
+static void sendRound(clusterRun* run, int r, int round, int partner, int client) {
+  clusterRank* k = &run->ranks[r];
+  if (r == 0 || !k->alive) return;
+  railnetClusterRoundMsg m;
+  memset(&m, 0, sizeof(m));
+  m.round = (uint32_t)round, m.rounds = (uint32_t)run->rounds, m.partner = partner, m.client = (uint8_t)client;
+  m.boundMs = CLUSTER_CHECK_MS;
+  m.family = 4;
+  if (partner >= 0) {
+    m.family = run->ranks[partner].family;
+    memcpy(m.addr, run->ranks[partner].addr, 16);
+    m.port = run->ranks[partner].join.listenPort;
+  }
+  if (railnetPairSend(k->fd, RAILNET_CLUSTER_ROUND, &m, 1, railnetClockNs() + 5000000000ull) != 0) {
+    pairLog("--cluster: rank %d (%s) went away", r, k->join.host);
+    k->alive = 0;
+  }
+}
+
+static void addLink(clusterRun* run, const railnetClusterLinkMsg* l) { run->links[run->nLinks++] = *l; }
+
+/* The LINKs of this round's clients (other than rank 0), until each came or its rank went. */
+static void collectLinks(clusterRun* run, const int* waiting, int n, uint64_t deadline) {
+  int left = n;
+  int* pending = (int*)calloc((size_t)(n ? n : 1), sizeof(int));
+  for (int i = 0; pending && i < n; i++) pending[i] = waiting[i];
+  while (pending && left > 0 && railnetClockNs() < deadline) {
+    for (int i = 0; i < n; i++) {
+      int r = pending[i];
+      if (r < 0) continue;
+      clusterRank* k = &run->ranks[r];
+      struct pollfd p = {k->fd, POLLIN, 0};
+      if (!k->alive || poll(&p, 1, 0) != 1) {
+        if (!k->alive) pending[i] = -1, left--;
+        continue;
+      }
+      railnetPairMsg m;
+      char why[128] = "";
+      if (railnetPairExpect(k->fd, RAILNET_CLUSTER_LINK, &m, railnetClockNs() + 5000000000ull, why) != 0) {
+        pairLog("--cluster: rank %d (%s) went away: %s", r, k->join.host, why[0] ? why : "its connection ended");
+        k->alive = 0;
+      } else {
+        railnetClusterLinkMsg l = *m.u.link;
+        railnetPairFree(&m);
+        l.a = (uint32_t)r; /* the reporter is the client, whatever it claims */
+        addLink(run, &l);
+      }
+      pending[i] = -1, left--;
+    }
+    usleep(2000);
+  }
+  free(pending);
+}
+
+/* One round among the ranks still alive. */
+static void runRound(clusterRun* run, const pairServer* sv, const int* alive, int nAlive, int round) {
+  int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
+  int* waiting = (int*)calloc((size_t)nAlive + 1, sizeof(int));
+  if (pairs == NULL || waiting == NULL) goto out;
+  int np = railnetClusterRound(alive, nAlive, round, pairs, nAlive / 2 + 1), nWait = 0;
+  uint64_t start = railnetClockNs();
+  int busy[RAILNET_CLUSTER_MAX_RANKS] = {0};
+  for (int i = 0; i < np; i++) { /* the lower rank checks the higher */
+    busy[pairs[i][0]] = busy[pairs[i][1]] = 1;
+    sendRound(run, pairs[i][0], round, pairs[i][1], 1);
+    sendRound(run, pairs[i][1], round, pairs[i][0], 0);
+    if (pairs[i][0] != 0) waiting[nWait++] = pairs[i][0];
+  }
+  for (int i = 0; i < nAlive; i++)
+    if (!busy[alive[i]]) sendRound(run, alive[i], round, -1, 0);
+  for (int i = 0; i < np; i++)
+    if (pairs[i][0] == 0) { /* rank 0's own check, while the others run theirs */
+      railnetClusterRoundMsg m;
+      memset(&m, 0, sizeof(m));
+      m.round = (uint32_t)round, m.rounds = (uint32_t)run->rounds, m.partner = pairs[i][1], m.client = 1;
+      m.family = run->ranks[pairs[i][1]].family, m.port = run->ranks[pairs[i][1]].join.listenPort;
+      memcpy(m.addr, run->ranks[pairs[i][1]].addr, 16);
+      m.boundMs = CLUSTER_CHECK_MS;
+      railnetClusterLinkMsg l;
+      clusterCheck(sv, 0, &m, &l);
+      addLink(run, &l);
+    }
+  collectLinks(run, waiting, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
+  fprintf(stderr, "railnet-diag --cluster: round %d/%d: %d pair%s in %.1f s\n", round + 1, run->rounds, np,
+          np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
+out:
+  free(pairs);
+  free(waiting);
+}
+
+static void printPlan(clusterRun* run, int nAlive) {
+  run->rounds = railnetClusterRounds(nAlive);
+  run->boundS = (double)run->rounds * (CLUSTER_CHECK_MS + 5000) / 1000.0;
+  fprintf(stderr,
+          "railnet-diag --cluster: %d of %d ranks came; %d round%s of at most %d pairs, each check <= %d s: at most "
+          "%.0f s\n",
+          nAlive, run->o->size, run->rounds, run->rounds == 1 ? "" : "s", nAlive / 2, CLUSTER_CHECK_MS / 1000,
+          run->boundS);
+}
+
+int clusterCoordinate(const clusterOptions* o, const pairServer* sv) {
+  char host[256];
+  int port = 0, lfd = -1;
+  uint16_t bound = 0;
+  if (clusterSplitHostPort(o->rendezvous, host, sizeof(host), &port) || railnetPairListen((uint16_t)port, &lfd, &bound)) {
+    fprintf(stderr, "railnet-diag --cluster: rank 0 cannot listen at the rendezvous %s: %s\n", o->rendezvous,
+            strerror(errno ? errno : EINVAL));
+    return 1;
+  }
+  clusterRun run;
+  memset(&run, 0, sizeof(run));
+  run.o = o;
+  run.ranks = (clusterRank*)calloc((size_t)o->size, sizeof(clusterRank));
+  run.links = (railnetClusterLinkMsg*)calloc((size_t)o->size * (size_t)o->size / 2 + 1, sizeof(railnetClusterLinkMsg));
+  if (run.ranks == NULL || run.links == NULL) return 1;
+  run.ranks[0].joined = run.ranks[0].alive = 1, run.ranks[0].fd = -1;
+  gethostname(run.ranks[0].join.host, sizeof(run.ranks[0].join.host) - 1);
+  run.ranks[0].join.size = (uint32_t)o->size;
+  run.ranks[0].join.listenPort = pairServerListener(sv)->port;
+  fprintf(stderr, "railnet-diag --cluster: rank 0 of %d waits for the ranks at %s for at most %d s\n", o->size,
+          o->rendezvous, o->joinSec);
+  int nAlive = gatherJoins(&run, lfd, railnetClockNs() + (uint64_t)o->joinSec * 1000000000ull);
+  close(lfd);
+  int* alive = (int*)calloc((size_t)o->size, sizeof(int));
+  nAlive = 0;
+  for (int r = 0; alive && r < o->size; r++)
+    if (run.ranks[r].alive) alive[nAlive++] = r;
+  printPlan(&run, nAlive);
+  for (int round = 0; alive && round < run.rounds; round++) runRound(&run, sv, alive, nAlive, round);
+  clusterReport(&run);
+  sectionEnd();
+  int rc = reportFindings(0);
+  railnetClusterDoneMsg d = {rc};
+  for (int r = 1; r < o->size; r++)
+    if (run.ranks[r].alive) railnetPairSend(run.ranks[r].fd, RAILNET_CLUSTER_DONE, &d, 1, railnetClockNs() + 5000000000ull);
+  for (int r = 1; r < o->size; r++)
+    if (run.ranks[r].joined) close(run.ranks[r].fd);
+  free(alive);
+  free(run.ranks);
+  free(run.links);
+  return rc;
+}
