@@ -7,7 +7,7 @@
 set -eu
 BUILD_PKGS="gcc g++ make libibverbs-dev libgtest-dev pkg-config"
 DEB_PKGS="$BUILD_PKGS dpkg-dev debhelper lintian"
-TEST_PKGS="$BUILD_PKGS iproute2 nftables iperf3 procps clang libclang-rt-14-dev valgrind"
+TEST_PKGS="$BUILD_PKGS iproute2 nftables iperf3 procps clang libclang-rt-14-dev valgrind openmpi-bin"
 # the packaging tier (test/pkg/): man pages, the .deb, the GPU script's shell
 TEST_PKGS="$TEST_PKGS $DEB_PKGS groff-base mandoc man-db shellcheck python3"
 # The soft-RoCE tier (test/softroce/) adds its packages here.

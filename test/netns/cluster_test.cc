@@ -4,10 +4,13 @@
 //  - an nftables rule on node 2 against node 4: exactly that pair in broken_links;
 //  - node 3's link shaped to 50 Mbit/s both ways (tc): that rank and only it in slow_ranks;
 //  - node 5 never started: it is in dead_ranks, found within the join bound;
-//  - --rank/--size/--rendezvous instead of the launcher's variables, and the usage errors.
+//  - --rank/--size/--rendezvous instead of the launcher's variables, and the usage errors;
+//  - Open MPI's mpirun starting the six ranks, each entering its namespace (Debian's
+//    openmpi-bin; SKIP without it).
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <chrono>
+#include <fstream>
 #include <set>
 #include "netns.h"
 #include "plugin_loader.h"
@@ -148,6 +151,28 @@ TEST_F(ClusterNetns, RankSizeRendezvousOptionsAndUsageErrors) {
   EXPECT_TRUE(has(u.out, "--cluster needs a rendezvous HOST:PORT")) << u.out;
   u = nodes[1]->exec(env() + buildTool("railnet-diag") + " --cluster --pair x 2>&1");
   EXPECT_EQ(u.exitCode, 2) << u.describe();
+}
+
+TEST_F(ClusterNetns, OpenMpiLaunchesTheRanks) {
+  std::string out;
+  if (NetNs::hostSh("command -v mpirun", &out) != 0) RAILNET_SKIP("no mpirun (apt-get install openmpi-bin)");
+  std::string map = d.path() + "/namespaces";  // line r + 1: the namespace of rank r
+  {
+    std::ofstream f(map);
+    for (auto& n : nodes) f << n->name() << "\n";
+  }
+  std::string cmd = env() + "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+                    std::to_string(kRanks) + " sh -c 'exec ip netns exec $(sed -n $((OMPI_COMM_WORLD_RANK + 1))p " +
+                    map + ") " +
+                    buildTool("railnet-diag") + " --cluster --rendezvous " + addrOf(0) +
+                    ":29700 --timeout 30 --json' 2>" + d.path() + "/mpi.err";
+  int rc = NetNs::hostSh(cmd, &out);
+  std::string err = readFile(d.path() + "/mpi.err");
+  EXPECT_EQ(rc, 0) << out << err;
+  EXPECT_TRUE(has(out, "\"launcher\":\"Open MPI\"")) << out;
+  EXPECT_TRUE(has(out, "\"size\":6")) << out;
+  EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out << err;
+  EXPECT_TRUE(has(err, "round 5/5: 3 pairs")) << err;
 }
 
 }  // namespace
