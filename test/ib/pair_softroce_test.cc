@@ -6,7 +6,8 @@
 //    another index works and is named in the verdict, exit 1;
 //  - RoCE v2 dropped by nftables (UDP 4791) while TCP passes: RDMA fails at the write with
 //    the firewall/ACL hint, TCP between the chosen interfaces works, exit 1;
-//  - --bw gives a figure per working path through railnet's IB and Socket transports.
+//  - --bw gives a figure per working path through railnet's IB and Socket transports;
+//  - --cluster of two ranks, one per device: RDMA checked and measured, empty verdict.
 // Each test prints the report (the README quotes them).
 #include "test_util.h"
 #include "json_check.h"
@@ -117,6 +118,25 @@ TEST_F(PairSoftRoce, RoceDroppedByFirewallWhileTcpPasses) {
   EXPECT_TRUE(has(r.out, "rail: " + devs[1] + ":1 here reaches no port of the peer")) << r.out;
   EXPECT_TRUE(has(r.out, "the chosen paths: TCP works, RDMA FAILS")) << r.out;
   EXPECT_EQ(counters.status, 0) << counters.out;
+}
+
+// railnet-diag --cluster of two ranks, one per rxe device (as two nodes): the link is checked
+// through RDMA on the GIDs railnet uses and measured through railnet's IB transport; both
+// ranks exit 0 with an empty verdict.
+TEST_F(PairSoftRoce, ClusterOfTwoChecksRdmaBetweenTheDevices) {
+  TempDir d;
+  std::string common = " timeout 170 " + diag() + " --cluster --size 2 --rendezvous " + addrs[0] + ":18700 --timeout 60 ";
+  std::string r1 = "NCCL_IB_HCA==" + devs[1] + " NCCL_SOCKET_IFNAME==" + netdevs[1] + common + "--rank 1 >" + d.path() +
+                   "/r1 2>&1 & ";
+  std::string r0 = "NCCL_IB_HCA==" + devs[0] + " NCCL_SOCKET_IFNAME==" + netdevs[0] + common + "--rank 0 --json 2>" +
+                   d.path() + "/e0; rc=$?; wait $!; echo rank1=$?; exit $rc";
+  ToolRun r = sh(r1 + r0);
+  std::string e0 = sh("cat " + d.path() + "/e0 " + d.path() + "/r1").out;
+  EXPECT_EQ(r.status, 0) << r.out << e0;
+  EXPECT_TRUE(has(r.out, "rank1=0")) << r.out << e0;
+  EXPECT_TRUE(has(r.out, "\"path\":\"ib " + devs[0] + ":1 -> " + devs[1] + ":1\",\"result\":\"ok\"")) << r.out << e0;
+  EXPECT_TRUE(has(r.out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << r.out;
+  EXPECT_TRUE(has(e0, "round 1/1: 1 pair")) << e0;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //  - --rank/--size/--rendezvous instead of the launcher's variables, and the usage errors;
 //  - Open MPI's mpirun starting the six ranks, each entering its namespace (Debian's
 //    openmpi-bin; SKIP without it).
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <chrono>
@@ -55,21 +56,32 @@ class ClusterNetns : public ::testing::Test {
   // Every rank but those in skip, each in its namespace with launch(rank) before the
   // command and "%RANK%" in args replaced by its rank; the exit status of each (-1: not
   // started), rank 0's stdout and stderr, and the time it all took.
-  std::vector<int> run(const std::function<std::string(int)>& launch, const std::string& args,
-                       const std::set<int>& skip, std::string* out0, std::string* err0, double* took) {
+  std::vector<std::unique_ptr<NetNsChild>> start(const std::function<std::string(int)>& launch, const std::string& args,
+                                                 const std::set<int>& skip) {
     std::vector<std::unique_ptr<NetNsChild>> kids(kRanks);
-    double t0 = nowS();
     for (int i = 0; i < kRanks; i++) {
       if (skip.count(i)) continue;
-      std::string a = args;
-      for (size_t p; (p = a.find("%RANK%")) != std::string::npos;) a.replace(p, 6, std::to_string(i));
-      std::string cmd = env() + launch(i) + buildTool("railnet-diag") + " --cluster " + a + " >" + d.path() +
-                        "/out" + std::to_string(i) + " 2>" + d.path() + "/err" + std::to_string(i);
+      std::string a = args, r = std::to_string(i);
+      for (size_t p; (p = a.find("%RANK%")) != std::string::npos;) a.replace(p, 6, r);
+      // the shell becomes railnet-diag (exec): its pid in pid<rank>
+      std::string cmd = "echo $$ >" + d.path() + "/pid" + r + "; " + env() + launch(i) + "exec " +
+                        buildTool("railnet-diag") + " --cluster " + a + " >" + d.path() + "/out" + r + " 2>" + d.path() +
+                        "/err" + r;
       kids[i].reset(new NetNsChild(*nodes[i], [cmd](NetNsIo&) {
         int st = system(cmd.c_str());
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 99;
       }));
     }
+    return kids;
+  }
+  std::vector<int> run(const std::function<std::string(int)>& launch, const std::string& args,
+                       const std::set<int>& skip, std::string* out0, std::string* err0, double* took) {
+    double t0 = nowS();
+    std::vector<std::unique_ptr<NetNsChild>> kids = start(launch, args, skip);
+    return finish(kids, t0, out0, err0, took);
+  }
+  std::vector<int> finish(std::vector<std::unique_ptr<NetNsChild>>& kids, double t0, std::string* out0,
+                          std::string* err0, double* took) {
     std::vector<int> rc(kRanks, -1);
     for (int i = 0; i < kRanks; i++)
       if (kids[i]) {
@@ -173,6 +185,32 @@ TEST_F(ClusterNetns, OpenMpiLaunchesTheRanks) {
   EXPECT_TRUE(has(out, "\"size\":6")) << out;
   EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out << err;
   EXPECT_TRUE(has(err, "round 5/5: 3 pairs")) << err;
+}
+
+// A rank killed after the first round: reported as gone, its links without result, the
+// rounds go on without waiting for it.
+TEST_F(ClusterNetns, RankThatDiesMidRunIsReportedNotWaitedFor) {
+  double t0 = nowS();
+  auto kids = start([this](int r) { return torchrun(r); }, "--timeout 30", {});
+  std::string err0;
+  for (int i = 0; i < 600 && !has(err0, "round 1/5"); i++) {
+    usleep(100000);
+    err0 = readFile(d.path() + "/err0");
+  }
+  ASSERT_TRUE(has(err0, "round 1/5")) << err0;
+  int pid = atoi(readFile(d.path() + "/pid4").c_str());
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  std::string out, err;
+  double took;
+  std::vector<int> rc = finish(kids, t0, &out, &err, &took);
+  EXPECT_EQ(rc[4], 128 + SIGKILL);
+  for (int i : {0, 1, 2, 3, 5}) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out << err;
+  EXPECT_TRUE(has(out, "rank 4 (")) << out;
+  EXPECT_TRUE(has(out, "went away during the check")) << out;
+  EXPECT_FALSE(has(out, "the link between")) << out;  // its links are nobody's fault
+  EXPECT_TRUE(has(err, "round 5/5")) << err;
+  EXPECT_LT(took, 120) << err;  // far below one check's bound per round: nobody waited for rank 4
 }
 
 }  // namespace
