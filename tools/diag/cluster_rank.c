@@ -23,7 +23,14 @@ static int tcpFailure(const pairState* st, railnetClusterLinkMsg* m) {
            fail->peerIf, k, railnetPairTcpStepName(fail->step), strerror(fail->err));
     else
       sfmt(m->cause, sizeof(m->cause), "TCP on NCCL's socket device %d fails", k);
-    sfmt(m->fix, sizeof(m->fix), "%s", pairTcpHint(fail));
+    char here[128], peer[128];
+    pairWorkingIfaces(st, 0, here, sizeof(here));
+    pairWorkingIfaces(st, 1, peer, sizeof(peer));
+    if (here[0] && peer[0]) /* other interfaces work: NCCL can be told to use them */
+      sfmt(m->fix, sizeof(m->fix), "NCCL_SOCKET_IFNAME=%s on rank %u and NCCL_SOCKET_IFNAME=%s on rank %u (those work), "
+           "or fix the path: %s", here, m->a, peer, m->b, pairTcpHint(fail));
+    else
+      sfmt(m->fix, sizeof(m->fix), "%s", pairTcpHint(fail));
     return 1;
   }
 }

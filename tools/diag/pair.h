@@ -156,6 +156,9 @@ void pairReport(pairState* st);
 /* Does TCP work both ways between NCCL's socket device k here and the peer's device k?
  * -1 when one side has no device k. *fail (may be NULL) gets a failing probe. */
 int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** fail);
+/* The interfaces of one side (0 here, 1 the peer) that work both ways with some interface of
+ * the other, as an NCCL_SOCKET_IFNAME value ("=a,b"; "" none). */
+void pairWorkingIfaces(const pairState* st, int side, char* buf, size_t size);
 /* The likely cause and fix of a failed TCP probe (NULL: none known). */
 const char* pairTcpHint(const railnetPairTcpResult* r);
 /* pair_report_rdma.c: the RDMA table and its findings; 1 the chosen paths work, 0 they

@@ -187,8 +187,7 @@ static int tcpSection(const pairState* st) {
   return ok;
 }
 
-/* The working interfaces of one side ("=a,b"): side 0 here, 1 the peer. */
-static void workingIfaces(const pairState* st, int side, char* buf, size_t size) {
+void pairWorkingIfaces(const pairState* st, int side, char* buf, size_t size) {
   size_t len = 0;
   const railnetPairIface* list = side ? st->remote : st->local;
   int n = side ? st->nRemote : st->nLocal;
@@ -213,8 +212,8 @@ void pairReport(pairState* st) {
   if (st->bw) pairBwReport(st);
   section("pair_verdict", "Verdict");
   char hereIf[256], peerIf[256];
-  workingIfaces(st, 0, hereIf, sizeof(hereIf));
-  workingIfaces(st, 1, peerIf, sizeof(peerIf));
+  pairWorkingIfaces(st, 0, hereIf, sizeof(hereIf));
+  pairWorkingIfaces(st, 1, peerIf, sizeof(peerIf));
   char hereIb[512] = "", peerIb[512] = "", hereGid[64] = "", peerGid[64] = "";
   rdmaSettings(st, 0, hereIb, sizeof(hereIb), hereGid, sizeof(hereGid));
   rdmaSettings(st, 1, peerIb, sizeof(peerIb), peerGid, sizeof(peerGid));
