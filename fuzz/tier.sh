@@ -1,6 +1,6 @@
 #!/bin/bash
 # The fuzz tier of make test: builds the libFuzzer targets (make fuzz-build) and runs each
-# for FUZZ_TEST_SECONDS (default 60) seconds, FUZZ_JOBS (default: the number of CPUs, at
+# for FUZZ_TEST_SECONDS (default 30) seconds, FUZZ_JOBS (default: the number of CPUs, at
 # most 4) targets at a time. One test per target.
 #   fuzz/tier.sh --count            number of targets
 #   fuzz/tier.sh --counts-file F    run; write "passed failed skipped" to F
@@ -13,7 +13,7 @@ n=$(ls fuzz/*.c 2>/dev/null | wc -l)
 out=${2:?usage: fuzz/tier.sh --counts-file FILE}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 FUZZ_CC=${FUZZ_CC:-clang}
-secs=${FUZZ_TEST_SECONDS:-60}
+secs=${FUZZ_TEST_SECONDS:-30}
 FUZZ_JOBS=${FUZZ_JOBS:-$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}
 export FUZZ_JOBS
 echo "== tier fuzz: $n libFuzzer targets x $secs s, $FUZZ_JOBS at a time"

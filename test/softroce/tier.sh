@@ -62,9 +62,9 @@ if [ ${#jobs[@]} -gt 0 ]; then
     echo "$PASSED $FAILED $((SKIPPED + n))" >"$COUNTS"
     exit 0
   fi
-  # ib_tests is one command: ~150 s plain and ~190 s sanitized on 2 cores (TCG), more on a
-  # busy host; run-vm.sh's defaults (180 s a command, 280 s the VM) are for short runs
-  SOFTROCE_CMD_TIMEOUT=${SOFTROCE_CMD_TIMEOUT:-480} SOFTROCE_VM_TIMEOUT=${SOFTROCE_VM_TIMEOUT:-600} \
+  # ib_tests is one command: ~330 s plain and ~400 s sanitized on 2 cores (TCG, 2026-12), more
+  # on a busy host; run-vm.sh's defaults (180 s a command, 280 s the VM) are for short runs
+  SOFTROCE_CMD_TIMEOUT=${SOFTROCE_CMD_TIMEOUT:-560} SOFTROCE_VM_TIMEOUT=${SOFTROCE_VM_TIMEOUT:-680} \
     "$HERE/run-vm.sh" -o "$OUT" "${jobs[@]}"
   vrc=$?
   [ $vrc -eq 2 ] && echo "soft-RoCE: the VM failed: each binary counts as a failure"
