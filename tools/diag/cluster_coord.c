@@ -87,8 +87,9 @@ static void sendRound(clusterRun* run, int r, int round, int partner, int client
 
 static void addLink(clusterRun* run, const railnetClusterLinkMsg* l) { run->links[run->nLinks++] = *l; }
 
-/* The LINKs of this round's clients (other than rank 0), until each came or its rank went. */
-static void collectLinks(clusterRun* run, const int* waiting, int n, uint64_t deadline) {
+/* The LINKs of this round's clients (other than rank 0; waiting[i] checks partner[i]), until
+ * each came or its rank went. */
+static void collectLinks(clusterRun* run, const int* waiting, const int* partner, int n, uint64_t deadline) {
   int left = n;
   int* pending = (int*)calloc((size_t)(n ? n : 1), sizeof(int));
   for (int i = 0; pending && i < n; i++) pending[i] = waiting[i];
@@ -110,7 +111,8 @@ static void collectLinks(clusterRun* run, const int* waiting, int n, uint64_t de
       } else {
         railnetClusterLinkMsg l = *m.u.link;
         railnetPairFree(&m);
-        l.a = (uint32_t)r; /* the reporter is the client, whatever it claims */
+        /* the pair is the one rank 0 gave, whatever the rank claims */
+        l.a = (uint32_t)r, l.b = (uint32_t)partner[i];
         addLink(run, &l);
       }
       pending[i] = -1, left--;
@@ -123,7 +125,8 @@ static void collectLinks(clusterRun* run, const int* waiting, int n, uint64_t de
 /* One round among the ranks still alive. */
 static void runRound(clusterRun* run, const pairServer* sv, const int* alive, int nAlive, int round) {
   int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
-  int* waiting = (int*)calloc((size_t)nAlive + 1, sizeof(int));
+  int* waiting = (int*)calloc(2 * ((size_t)nAlive + 1), sizeof(int));
+  int* partner = waiting ? waiting + nAlive + 1 : NULL;
   if (pairs == NULL || waiting == NULL) goto out;
   int np = railnetClusterRound(alive, nAlive, round, pairs, nAlive / 2 + 1), nWait = 0;
   uint64_t start = railnetClockNs();
@@ -132,7 +135,7 @@ static void runRound(clusterRun* run, const pairServer* sv, const int* alive, in
     busy[pairs[i][0]] = busy[pairs[i][1]] = 1;
     sendRound(run, pairs[i][0], round, pairs[i][1], 1);
     sendRound(run, pairs[i][1], round, pairs[i][0], 0);
-    if (pairs[i][0] != 0) waiting[nWait++] = pairs[i][0];
+    if (pairs[i][0] != 0) partner[nWait] = pairs[i][1], waiting[nWait++] = pairs[i][0];
   }
   for (int i = 0; i < nAlive; i++)
     if (!busy[alive[i]]) sendRound(run, alive[i], round, -1, 0);
@@ -148,7 +151,7 @@ static void runRound(clusterRun* run, const pairServer* sv, const int* alive, in
       clusterCheck(sv, 0, &m, &l);
       addLink(run, &l);
     }
-  collectLinks(run, waiting, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
+  collectLinks(run, waiting, partner, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
   fprintf(stderr, "railnet-diag --cluster: round %d/%d: %d pair%s in %.1f s\n", round + 1, run->rounds, np,
           np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
 out:
