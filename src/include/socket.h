@@ -146,6 +146,12 @@ ncclResult_t ncclSocketReady(struct ncclSocket* sock, int* running);
 ncclResult_t ncclSocketAccept(struct ncclSocket* sock, struct ncclSocket* listenSock);
 /* Non-blocking progress: moves what the socket takes now, adds it to *offset. */
 ncclResult_t ncclSocketProgress(int op, struct ncclSocket* sock, void* ptr, int size, int* offset, int* closed);
+/* Non-blocking progress over several buffers in one system call at a time (sendmsg/recvmsg):
+ * moves what the socket takes now, in order, and adds the count to *moved; the iovecs are
+ * consumed as bytes move. Stops at the first short transfer (the socket is full or empty). */
+struct iovec;
+ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iovec* iov, int iovcnt, size_t* moved,
+                                    int* closed);
 /* Blocking (with NCCL_SOCKET_POLL_TIMEOUT / progress checks) send/recv of exactly size bytes. */
 ncclResult_t ncclSocketSend(struct ncclSocket* sock, void* ptr, int size);
 ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "param.h"
 
@@ -468,6 +469,52 @@ ncclResult_t ncclSocketProgress(int op, struct ncclSocket* sock, void* ptr, int 
   else if (c) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("Net : connection closed by peer %s", ncclSocketToString(&sock->addr, peer, 1));
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iovec* iov, int iovcnt, size_t* moved,
+                                    int* closed) {
+  if (sock == NULL || sock->fd < 0 || moved == NULL || closed == NULL || iovcnt < 0) return ncclInvalidArgument;
+  *closed = 0;
+  while (iovcnt > 0 && iov[0].iov_len == 0) iov++, iovcnt--;
+  while (iovcnt > 0) {
+    size_t want = 0;
+    for (int i = 0; i < iovcnt; i++) want += iov[i].iov_len;
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+    ssize_t n = op == NCCL_SOCKET_RECV ? recvmsg(sock->fd, &m, MSG_DONTWAIT)
+                                       : sendmsg(sock->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      *moved += (size_t)n;
+      size_t left = (size_t)n;
+      while (iovcnt > 0 && left >= iov[0].iov_len) {
+        left -= iov[0].iov_len;
+        iov[0].iov_base = (char*)iov[0].iov_base + iov[0].iov_len;
+        iov[0].iov_len = 0;
+        iov++, iovcnt--;
+      }
+      if (iovcnt > 0) {
+        iov[0].iov_base = (char*)iov[0].iov_base + left;
+        iov[0].iov_len -= left;
+      }
+      if ((size_t)n < want) return ncclSuccess; /* short: the socket is full (send) or empty (recv) */
+      continue;
+    }
+    if (n == 0 && op == NCCL_SOCKET_RECV) {
+      *closed = 1;
+      return ncclSuccess;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == ECONNRESET || errno == EPIPE)) {
+      *closed = 1;
+      return ncclSuccess;
+    }
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("Net : %s peer %s failed: %s", op == NCCL_SOCKET_RECV ? "recvmsg from" : "sendmsg to",
+         ncclSocketToString(&sock->addr, peer, 1), strerror(errno));
+    sock->state = ncclSocketStateError;
     return ncclRemoteError;
   }
   return ncclSuccess;

@@ -49,8 +49,6 @@ ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, 
   c->minTask = (size_t)railnetParamInt(&netSocketCommParams[P_MIN_TASK]);
   c->ctrl.fd = -1;
   for (int i = 0; i < MAX_SOCKETS; i++) c->socks[i].fd = -1;
-  pthread_mutex_init(&c->lock, NULL);
-  pthread_cond_init(&c->cond, NULL);
   int stride = (int)sizeof(ctrlRecord) + c->inlineSize;
   ncclResult_t res = RAILNET_CALLOC(&c->ctrlBufs, (size_t)stride * MAX_REQUESTS, "socket control records");
   if (res != ncclSuccess) {
@@ -76,7 +74,8 @@ ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
   int per = c->nSocks / c->nThreads;
   for (int t = 0; t < c->nThreads; t++) {
     c->threads[t].comm = c;
-    c->threads[t].first = t * per;
+    c->threads[t].first = t; /* socket s is served by thread s % nThreads, as in NCCL */
+    c->threads[t].stride = c->nThreads;
     c->threads[t].count = per;
     if (pthread_create(&c->threads[t].thread, NULL, railnetSocketHelperMain, &c->threads[t]) != 0) {
       WARN("NET/Socket : cannot start helper thread %d of %d: %s", t, c->nThreads, strerror(errno));
@@ -89,17 +88,12 @@ ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
 
 void railnetSocketCommFree(socketComm* c) {
   if (c == NULL) return;
-  pthread_mutex_lock(&c->lock);
-  c->stop = 1;
-  pthread_cond_broadcast(&c->cond);
-  pthread_mutex_unlock(&c->lock);
+  railnetSocketHelperStop(c);
   for (int t = 0; t < c->nThreads; t++)
     if (c->threads[t].started) pthread_join(c->threads[t].thread, NULL);
   if (c->ctrl.fd >= 0) ncclSocketClose(&c->ctrl);
   for (int i = 0; i < c->nSocks; i++)
     if (c->socks[i].fd >= 0) ncclSocketClose(&c->socks[i]);
-  pthread_mutex_destroy(&c->lock);
-  pthread_cond_destroy(&c->cond);
   free(c->ctrlBufs);
   free(c);
 }

@@ -8,8 +8,18 @@
 extern "C" {
 #endif
 
-/* The thread of one helperThread (arg): moves its sockets' tasks until the comm stops. A
+struct socketComm;
+
+/* Moves data socket s's queued tasks as far as the socket takes them now, if no other thread
+ * moves that socket at the moment. Returns 1 if anything moved or finished, 0 if nothing
+ * could (queue empty, or the socket would block), -1 if another thread owns the socket. A
  * failed socket fails the rest of its queue. */
+int railnetSocketQueueProgress(struct socketComm* c, int s);
+/* Wakes the helper thread of data socket s if it sleeps (call after posting to s's queue). */
+void railnetSocketHelperWake(struct socketComm* c, int s);
+/* Tells every helper thread of c to end (join them afterwards). */
+void railnetSocketHelperStop(struct socketComm* c);
+/* The thread of one helperThread (arg): moves its sockets' tasks until the comm stops. */
 void* railnetSocketHelperMain(void* arg);
 
 #ifdef __cplusplus

@@ -9,8 +9,23 @@
 #include <limits.h>
 #include <string.h>
 #include "net_socket_p2p.h"
+#include "net_socket_helper.h"
 #include "net_socket_types.h"
 #include "net_prof.h"
+
+/* Moves r's tasks from this thread as far as their sockets take them now; a socket left
+ * with work is handed to its helper thread. Returns whether all of r's tasks are done. */
+static int tasksProgress(socketComm* c, socketRequest* r) {
+  int all = 1;
+  for (int i = 0; i < r->nTasks; i++) {
+    socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
+    if (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) continue;
+    if (railnetSocketQueueProgress(c, r->taskSock[i]) >= 0 && !__atomic_load_n(&t->done, __ATOMIC_ACQUIRE))
+      railnetSocketHelperWake(c, r->taskSock[i]);
+    if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) all = 0;
+  }
+  return all;
+}
 
 static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void* phandle,
                                 void** request) {
@@ -84,12 +99,12 @@ ncclResult_t ncclNetSocketIrecv(void* recvComm, int n, void** data, size_t* size
                      request);
 }
 
-/* Cuts the message after its inline part into tasks on the data sockets. */
+/* Cuts the message after its inline part into tasks on the data sockets, moves what the
+ * sockets take at once, and wakes the helper threads of the sockets left with work. */
 static void scheduleTasks(socketComm* c, socketRequest* r, size_t start) {
   size_t left = r->size - start;
   size_t task = (left + c->nSocks - 1) / c->nSocks;
   if (task < c->minTask) task = c->minTask;
-  pthread_mutex_lock(&c->lock);
   for (size_t off = start; off < r->size; off += task) {
     int s = c->nextSock;
     c->nextSock = (c->nextSock + 1) % c->nSocks;
@@ -104,13 +119,12 @@ static void scheduleTasks(socketComm* c, socketRequest* r, size_t start) {
     t->eh = NULL;
     t->evStarted = 0;
     __atomic_store_n(&t->done, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&q->tail, q->tail + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&q->tail, q->tail + 1, __ATOMIC_SEQ_CST); /* see railnetSocketHelperWake */
     r->taskSock[r->nTasks] = s;
     r->taskIdx[r->nTasks] = slot;
     r->nTasks++;
   }
-  pthread_cond_broadcast(&c->cond);
-  pthread_mutex_unlock(&c->lock);
+  tasksProgress(c, r);
 }
 
 static ncclResult_t commError(socketComm* c, ncclResult_t res) {
@@ -216,6 +230,7 @@ ncclResult_t ncclNetSocketTest(void* request, int* done, int* size) {
   if (c->failed) return ncclRemoteError;
   NCCLCHECK(ctrlProgress(c));
   if (r->state != REQ_DATA) return ncclSuccess;
+  if (!tasksProgress(c, r)) return ncclSuccess;
   for (int i = 0; i < r->nTasks; i++) {
     socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
     if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) return ncclSuccess;

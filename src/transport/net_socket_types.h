@@ -41,16 +41,20 @@ typedef struct {
 #define TASK_QUEUE_LEN (2 * MAX_REQUESTS)
 typedef struct {
   socketTask tasks[TASK_QUEUE_LEN];
-  int head, tail;     /* tail: next to post (main thread); head: next to run (helper thread) */
+  int tail;           /* next to post (the caller's thread) */
+  int head;           /* next to run; moved only by the socket's owner */
+  int owner;          /* atomic: 1 while one thread (a helper or the caller's) moves this socket */
 } taskQueue;
 
 struct socketComm;
 
 typedef struct {
   struct socketComm* comm;
-  int first, count;   /* data sockets this thread serves */
+  int first, stride, count; /* data sockets this thread serves: first, first + stride, ... (NCCL: s % nThreads) */
   pthread_t thread;
   int started;
+  uint32_t wakeSeq;   /* futex word: bumped to wake the thread */
+  int sleeping;       /* atomic: the thread found its queues empty and waits on wakeSeq */
 } helperThread;
 
 /* Control record at the start of each message. */
@@ -89,9 +93,7 @@ typedef struct socketComm {
   taskQueue queues[MAX_SOCKETS];
   int nSocks, nThreads, nextSock;
   helperThread threads[MAX_THREADS];
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int stop;
+  int stop;           /* atomic: the helper threads end */
   int inlineSize;
   size_t minTask;
   socketRequest requests[MAX_REQUESTS];

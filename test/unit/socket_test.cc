@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <thread>
 #include <vector>
@@ -91,6 +92,67 @@ bool acceptReady(Listener& l, struct ncclSocket* out, int ms) {
     usleep(1000);
   }
   return false;
+}
+
+// Vectored non-blocking progress: bytes move in order across buffers (an empty one
+// included), a short transfer stops the call with the iovecs consumed up to where it
+// stopped, and the peer's close is reported as closed, not as an error.
+TEST(SocketProgressV, MovesBuffersInOrderAcrossShortTransfers) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  int small = 4096;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  struct ncclSocket tx, rx;
+  memset(&tx, 0, sizeof(tx));
+  memset(&rx, 0, sizeof(rx));
+  tx.fd = sv[0];
+  rx.fd = sv[1];
+  std::vector<char> a(5), b(0), c(300000);
+  for (size_t i = 0; i < a.size(); i++) a[i] = (char)(i + 1);
+  for (size_t i = 0; i < c.size(); i++) c[i] = (char)(i * 31 + 7);
+  std::vector<char> ra(5), rc(300000);
+  struct iovec sIov[3] = {{a.data(), a.size()}, {b.data(), 0}, {c.data(), c.size()}};
+  struct iovec rIov[2] = {{ra.data(), ra.size()}, {rc.data(), rc.size()}};
+  struct iovec* sp = sIov;
+  struct iovec* rp = rIov;
+  int sn = 3, rn = 2;
+  size_t sent = 0, got = 0;
+  int shortSends = 0;
+  for (int round = 0; round < 100000 && got < 300005; round++) {
+    int closed = 0;
+    size_t before = sent;
+    if (sent < 300005) {
+      ASSERT_EQ(railnetSocketProgressV(NCCL_SOCKET_SEND, &tx, sp, sn, &sent, &closed), ncclSuccess);
+      ASSERT_EQ(closed, 0);
+      if (sent < 300005 && sent > before) shortSends++;
+      // the iovecs still to send start exactly where the bytes stopped
+      while (sn > 0 && sp[0].iov_len == 0) sp++, sn--;
+      if (sn > 0) {
+        char* expect = sent < 5 ? a.data() + sent : c.data() + (sent - 5);
+        ASSERT_EQ(sp[0].iov_base, (void*)expect);
+      }
+    }
+    ASSERT_EQ(railnetSocketProgressV(NCCL_SOCKET_RECV, &rx, rp, rn, &got, &closed), ncclSuccess);
+    ASSERT_EQ(closed, 0);
+    while (rn > 0 && rp[0].iov_len == 0) rp++, rn--;
+  }
+  ASSERT_EQ(sent, 300005u);
+  ASSERT_EQ(got, 300005u);
+  EXPECT_GT(shortSends, 0) << "a 4 KiB send buffer must have cut the 300 kB send short";
+  EXPECT_EQ(ra, a);
+  EXPECT_EQ(rc, c);
+  // nothing left to read: no bytes, not closed; then the peer closes: closed
+  char x;
+  struct iovec one = {&x, 1};
+  size_t n = 0;
+  int closed = 0;
+  ASSERT_EQ(railnetSocketProgressV(NCCL_SOCKET_RECV, &rx, &one, 1, &n, &closed), ncclSuccess);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(closed, 0);
+  close(sv[0]);
+  ASSERT_EQ(railnetSocketProgressV(NCCL_SOCKET_RECV, &rx, &one, 1, &n, &closed), ncclSuccess);
+  EXPECT_EQ(closed, 1);
+  close(sv[1]);
 }
 
 TEST(SocketAccept, StrayClientsAreDroppedAndRealPeerAccepted) {
