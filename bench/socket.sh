@@ -1,21 +1,34 @@
 #!/bin/bash
 # bench/socket.sh: the Socket transport against references measured in the same run.
-#   1. loopback: unidirectional bandwidth through the plugin API (build/bench/socket_bench)
-#      vs iperf3 with the same number of TCP streams, 4 KiB .. 64 MiB messages;
-#   2. over a veth pair between two network namespaces (root): railnet-perf vs iperf3;
+#   1. unidirectional bandwidth through the plugin API (build/bench/socket_bench, the
+#      receiver in a child process) vs iperf3 with the same number of TCP streams, 4 KiB ..
+#      64 MiB messages, 8 in flight (NCCL's steps per channel): 1 stream without helper
+#      threads (NCCL's default), 1 x 1, 2 x 2 and 2 x 8 (NCCL's automatic choice on AWS ENA)
+#      helper threads x sockets; on loopback and over a veth pair between two network
+#      namespaces (root); zero-copy sends (RAILNET_SOCKET_ZEROCOPY) off and on;
+#   2. the goals of the helper threads, from that table;
 #   3. 8-byte ping-pong through isend/irecv/test vs a raw TCP ping-pong between the same
 #      two processes;
 #   4. instructions per 8-byte round trip (valgrind --tool=callgrind), repeatable.
 # Only ratios mean something on a shared machine. Run: make bench
+#   CONFIGS="0x0 2x2"  ZEROCOPY="0 1"  PATHS="lo veth"  SIZES="..."  SECONDS_PER=1  INFLIGHT=8
 set -u
 BUILD=${BUILD:-build}
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-SIZES=${SIZES:-"4096 65536 1048576 4194304 16777216 67108864"}
+SIZES=${SIZES:-"4096 65536 1048576 4194304 67108864"}
 SECONDS_PER=${SECONDS_PER:-1}
+INFLIGHT=${INFLIGHT:-8}
+CONFIGS=${CONFIGS:-"0x0 1x1 2x2 2x8"}
+ZEROCOPY=${ZEROCOPY:-"0 1"}
+PATHS=${PATHS:-"lo veth"}
 B="$BUILD/bench/socket_bench"
 PORT=$((5200 + $$ % 500))
+RESULTS=$(mktemp)
+NSA=rnb-a-$$ NSB=rnb-b-$$
+cleanup() { rm -f "$RESULTS"; ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null; }
+trap cleanup EXIT
 
-iperf_mbps() { # HOSTADDR STREAMS [netns-client] -> MB/s (10^6 bytes) of a 2 s run
+iperf_mbps() { # HOSTADDR STREAMS [netns of the client] -> MB/s (10^6 bytes) of a 2 s run
   local host=$1 streams=$2 ns=${3:-}
   local run=""
   [ -n "$ns" ] && run="ip netns exec $ns"
@@ -23,48 +36,58 @@ iperf_mbps() { # HOSTADDR STREAMS [netns-client] -> MB/s (10^6 bytes) of a 2 s r
     awk '/receiver/ && ($1 == "[SUM]" || NF > 0) {v=$(NF-2); u=$(NF-1)} END {if (u ~ /Gbits/) v*=1000; printf "%.1f\n", v/8}'
 }
 
-echo "== 1. loopback bandwidth: railnet Socket (plugin API) vs iperf3, same stream count"
-for cfg in "0 0 1" "2 2 4"; do
-  set -- $cfg
-  nt=$1 ns=$2 streams=$3
-  iperf3 -s -p "$PORT" -D -1 >/dev/null 2>&1; sleep 0.3
-  ref=$(iperf_mbps 127.0.0.1 "$streams")
-  echo "-- NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns ($streams TCP stream(s)); iperf3 -P $streams: $ref MB/s"
-  NCCL_SOCKET_IFNAME=lo NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns \
-    "$B" bw --seconds "$SECONDS_PER" --sizes "$SIZES" |
-    awk -v ref="$ref" 'NR==1 {printf "%s %10s\n", $0, "x iperf3"; next} {printf "%s %10.2f\n", $0, $3/ref}'
+veth_up() {
+  [ "$(id -u)" -eq 0 ] && ip netns add $NSA 2>/dev/null || return 1
+  ip netns add $NSB
+  ip link add rnbva type veth peer name rnbvb
+  ip link set rnbva netns $NSA; ip link set rnbvb netns $NSB
+  ip -n $NSA addr add 198.18.20.1/24 dev rnbva; ip -n $NSB addr add 198.18.20.2/24 dev rnbvb
+  ip -n $NSA link set rnbva up; ip -n $NSB link set rnbvb up
+  ip -n $NSA link set lo up; ip -n $NSB link set lo up
+  sleep 1
+}
+
+echo "== 1. bandwidth: railnet Socket (plugin API, $INFLIGHT messages in flight) vs iperf3, same stream count"
+for path in $PATHS; do
+  if [ "$path" = veth ]; then
+    if ! veth_up; then echo "SKIP: veth: needs root and network namespaces"; continue; fi
+    host=198.18.20.1 ifname=rnbv client="ip netns exec $NSB" recvns="--recv-netns $NSA" iperfns=$NSB
+    server="ip netns exec $NSA"
+  else
+    host=127.0.0.1 ifname=lo client="" recvns="" iperfns="" server=""
+  fi
+  for cfg in $CONFIGS; do
+    nt=${cfg%x*} ns=${cfg#*x}
+    streams=$((nt * ns)); [ "$streams" -eq 0 ] && streams=1
+    $server iperf3 -s -p "$PORT" -D -1 >/dev/null 2>&1; sleep 0.3
+    ref=$(iperf_mbps $host "$streams" $iperfns)
+    for zc in $ZEROCOPY; do
+      echo "-- $path: NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns ($streams stream(s)), RAILNET_SOCKET_ZEROCOPY=$zc; iperf3 -P $streams: $ref MB/s"
+      $client env NCCL_SOCKET_IFNAME=$ifname NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns \
+        RAILNET_SOCKET_ZEROCOPY=$zc "$B" bw --seconds "$SECONDS_PER" --sizes "$SIZES" --inflight "$INFLIGHT" $recvns |
+        awk -v ref="$ref" -v key="$path $cfg $zc" -v out="$RESULTS" '
+          NR == 1 {printf "%s %10s\n", $0, "x iperf3"; next}
+          {printf "%s %10.2f\n", $0, $3 / ref; print key, $1, $3, $3 / ref >> out}'
+    done
+  done
 done
 
 echo
-echo "== 2. over veth between two network namespaces: railnet-perf vs iperf3"
-if [ "$(id -u)" -ne 0 ] || ! ip netns add rnb-a-$$ 2>/dev/null; then
-  echo "SKIP: needs root and network namespaces"
-else
-  ip netns add rnb-b-$$
-  trap 'ip netns del rnb-a-$$ 2>/dev/null; ip netns del rnb-b-$$ 2>/dev/null' EXIT
-  ip link add rnbva type veth peer name rnbvb
-  ip link set rnbva netns rnb-a-$$; ip link set rnbvb netns rnb-b-$$
-  ip -n rnb-a-$$ addr add 198.18.20.1/24 dev rnbva; ip -n rnb-b-$$ addr add 198.18.20.2/24 dev rnbvb
-  ip -n rnb-a-$$ link set rnbva up; ip -n rnb-b-$$ link set rnbvb up
-  ip -n rnb-a-$$ link set lo up; ip -n rnb-b-$$ link set lo up
-  sleep 1
-  for cfg in "0 0 1" "2 2 4"; do
-    set -- $cfg
-    nt=$1 ns=$2 streams=$3
-    ip netns exec rnb-a-$$ iperf3 -s -p "$PORT" -D -1 >/dev/null 2>&1; sleep 0.3
-    ref=$(iperf_mbps 198.18.20.1 "$streams" rnb-b-$$)
-    echo "-- threads $nt x sockets $ns ($streams stream(s)); iperf3 -P $streams: $ref MB/s"
-    export NCCL_SOCKET_IFNAME=rnbv NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns
-    ip netns exec rnb-a-$$ "$BUILD/bin/railnet-perf" --server --port $((PORT + 1)) --timeout 60 >/dev/null 2>&1 &
-    sleep 0.5
-    ip netns exec rnb-b-$$ "$BUILD/bin/railnet-perf" --client 198.18.20.1 --port $((PORT + 1)) --bw -a \
-      --min-size 4096 --max-size 67108864 -n 64 --csv 2>/dev/null |
-      awk -F, -v ref="$ref" '$1 == "bw" && ($2 == 4096 || $2 == 65536 || $2 == 1048576 || $2 == 4194304 || $2 == 16777216 || $2 == 67108864) {
-        mbps = $5 * 1.048576; printf "%-10s %10.1f MB/s %8.2f x iperf3\n", $2, mbps, mbps / ref }'
-    wait
-    unset NCCL_SOCKET_IFNAME NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD
-  done
-fi
+echo "== 2. goals (from the table above)"
+awk '
+  { key = $1 " " $2 " " $3; mbps[key, $4] = $5; ratio[key, $4] = $6; keys[key] = 1; split($2, t, "x"); helpers[key] = t[1] > 0 }
+  END {
+    for (k in keys) {
+      if (helpers[k]) {
+        worst = ""; for (kk in ratio) { split(kk, p, SUBSEP); if (p[1] == k && p[2] >= 65536 && (worst == "" || ratio[kk] < worst)) worst = ratio[kk] }
+        if (worst != "") printf "%-18s helpers >= 1.0 x iperf3 from 64 KiB: %s (lowest %.2f)\n", k, (worst >= 1.0 ? "met" : "NOT met"), worst
+      }
+      if (((k SUBSEP 4096) in mbps) && ((k SUBSEP 65536) in mbps) && mbps[k, 65536] > 0) {
+        r = mbps[k, 4096] / mbps[k, 65536]
+        printf "%-18s 4 KiB >= 0.5 x the 64 KiB rate: %s (%.2f)\n", k, (r >= 0.5 ? "met" : "NOT met"), r
+      }
+    }
+  }' "$RESULTS" | sort
 
 echo
 echo "== 3. 8-byte ping-pong latency (target <= 1.25 x raw TCP)"

@@ -3,8 +3,9 @@
  * ncclNetPlugin_v12, loaded like NCCL loads it), with a reference measured in the same
  * run between the same two processes.
  *
- *   socket_bench bw  [--sizes "4096 65536 ..."] [--seconds S] [--inflight N]
- *       unidirectional bandwidth, receiver in a child process; prints MB/s per size
+ *   socket_bench bw  [--sizes "4096 65536 ..."] [--seconds S] [--inflight N] [--recv-netns NS]
+ *       unidirectional bandwidth, receiver in a child process (inside network namespace NS,
+ *       /run/netns/NS, with --recv-netns: e.g. the other end of a veth pair); prints MB/s per size
  *   socket_bench lat [--iters N]
  *       8-byte ping-pong through isend/irecv/test vs a raw TCP ping-pong of 8 bytes
  *       between the same two processes; prints both and the ratio
@@ -18,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -125,7 +127,15 @@ static void bwReceiver(int wfd, int rfd, size_t maxSize, int inflight) {
   free(buf);
 }
 
-static int bw(const char* sizesStr, double seconds, int inflight) {
+static void enterNetns(const char* name) {
+  char path[256];
+  snprintf(path, sizeof(path), "/run/netns/%s", name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) die("cannot enter the receiver's network namespace (needs root)");
+  close(fd);
+}
+
+static int bw(const char* sizesStr, double seconds, int inflight, const char* recvNetns) {
   size_t sizes[32];
   int n = 0;
   char tmp[512];
@@ -139,6 +149,7 @@ static int bw(const char* sizesStr, double seconds, int inflight) {
   if (pid == 0) {
     close(toParent[0]);
     close(toChild[1]);
+    if (recvNetns) enterNetns(recvNetns);
     load();
     bwReceiver(toParent[1], toChild[0], maxSize, inflight);
     _exit(0);
@@ -316,21 +327,25 @@ static int rtt1(int iters) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    printf("usage: socket_bench bw [--sizes LIST] [--seconds S] [--inflight N] | lat [--iters N] | rtt1 [--iters N]\n");
+    printf("usage: socket_bench bw [--sizes LIST] [--seconds S] [--inflight N] [--recv-netns NS] | lat [--iters N] |"
+           " rtt1 [--iters N]\n");
     return argc < 2;
   }
   const char* sizes = "4096 65536 1048576 4194304 16777216 67108864";
   double seconds = 1;
   int inflight = 4, iters = 20000;
+  const char* recvNetns = NULL;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--sizes") == 0) sizes = argv[i + 1];
     else if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
     else if (strcmp(argv[i], "--inflight") == 0) inflight = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--recv-netns") == 0) recvNetns = argv[i + 1];
+    else die("unknown option (see --help)");
   }
   if (inflight < 1 || inflight > 32) die("--inflight must be 1..32");
   signal(SIGPIPE, SIG_IGN);
-  if (strcmp(argv[1], "bw") == 0) return bw(sizes, seconds, inflight);
+  if (strcmp(argv[1], "bw") == 0) return bw(sizes, seconds, inflight, recvNetns);
   if (strcmp(argv[1], "lat") == 0) return lat(iters);
   if (strcmp(argv[1], "rtt1") == 0) return rtt1(iters);
   die("unknown mode");

@@ -105,17 +105,18 @@ static int queueEmpty(socketComm* c, int s) {
   return __atomic_load_n(&q->head, __ATOMIC_SEQ_CST) == __atomic_load_n(&q->tail, __ATOMIC_SEQ_CST);
 }
 
-static void futexWait(uint32_t* word, uint32_t seen) {
-  struct timespec ts = {.tv_sec = 1, .tv_nsec = 0}; /* a lost wake-up costs at most this */
+static void futexWait(uint32_t* word, uint32_t seen, long ns) {
+  struct timespec ts = {.tv_sec = ns / 1000000000L, .tv_nsec = ns % 1000000000L};
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
-void railnetSocketHelperWake(socketComm* c, int s) {
+void railnetSocketHelperWake(socketComm* c, int s, int stuck) {
   if (c->nThreads == 0) return;
   helperThread* h = &c->threads[s % c->nThreads];
   /* the poster stored the queue's tail (sequentially consistent) before this load; the
    * helper stores "sleeping" before its last look at the tails: one of the two sees the other */
-  if (!__atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST)) return;
+  int sleeping = __atomic_load_n(&h->sleeping, __ATOMIC_SEQ_CST);
+  if (sleeping == 0 || (!stuck && sleeping == 1)) return;
   __atomic_fetch_add(&h->wakeSeq, 1, __ATOMIC_RELEASE);
   syscall(SYS_futex, &h->wakeSeq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
@@ -128,14 +129,20 @@ void railnetSocketHelperStop(socketComm* c) {
   }
 }
 
-/* Sleeps until a task is posted to one of h's sockets (or the comm stops). */
+/* Sleeps until woken (a socket of h's took nothing from the caller's thread, or the comm
+ * stops). While the comm posts tasks it looks at its queues every 10 ms anyway (tasks the
+ * caller's thread left half done move even if test() is not called again); an idle comm's
+ * helper sleeps a second at a time and is woken by the first task posted after. */
 static void helperSleep(helperThread* h) {
   socketComm* c = h->comm;
+  unsigned posted = __atomic_load_n(&c->posted, __ATOMIC_RELAXED);
+  int busy = posted != h->seenPosted;
+  h->seenPosted = posted;
   uint32_t seen = __atomic_load_n(&h->wakeSeq, __ATOMIC_ACQUIRE);
-  __atomic_store_n(&h->sleeping, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&h->sleeping, busy ? 1 : 2, __ATOMIC_SEQ_CST);
   int idle = !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
   for (int k = 0; k < h->count && idle; k++) idle = queueEmpty(c, h->first + k * h->stride);
-  if (idle) futexWait(&h->wakeSeq, seen);
+  if (idle) futexWait(&h->wakeSeq, seen, busy ? 10000000L : 1000000000L);
   __atomic_store_n(&h->sleeping, 0, __ATOMIC_RELAXED);
 }
 

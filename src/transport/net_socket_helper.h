@@ -15,8 +15,10 @@ struct socketComm;
  * could (queue empty, or the socket would block), -1 if another thread owns the socket. A
  * failed socket fails the rest of its queue. */
 int railnetSocketQueueProgress(struct socketComm* c, int s);
-/* Wakes the helper thread of data socket s if it sleeps (call after posting to s's queue). */
-void railnetSocketHelperWake(struct socketComm* c, int s);
+/* Wakes the helper thread of data socket s after the caller's thread left work in s's queue:
+ * always if it sleeps and stuck (the socket took nothing: the helper waits for it in poll()),
+ * else only from its long sleep of an idle comm (its 10 ms look covers the rest). */
+void railnetSocketHelperWake(struct socketComm* c, int s, int stuck);
 /* Tells every helper thread of c to end (join them afterwards). */
 void railnetSocketHelperStop(struct socketComm* c);
 /* The thread of one helperThread (arg): moves its sockets' tasks until the comm stops. */

@@ -13,15 +13,19 @@
 #include "net_socket_types.h"
 #include "net_prof.h"
 
-/* Moves r's tasks from this thread as far as their sockets take them now; a socket left
- * with work is handed to its helper thread. Returns whether all of r's tasks are done. */
+/* Moves r's tasks from this thread as far as their sockets take them now; a socket that
+ * takes nothing (full, or nothing arrived yet) is handed to its helper thread, which waits
+ * for it in poll(). A socket that moved part of a task stays with this thread: the helper's
+ * wake-up would cost more than the next test() (a helper in the short sleep of a busy comm
+ * looks at its queues every 10 ms, one in an idle comm's long sleep is woken, so nothing
+ * waits on test() alone). Returns whether all of r's tasks are done. */
 static int tasksProgress(socketComm* c, socketRequest* r) {
   int all = 1;
   for (int i = 0; i < r->nTasks; i++) {
     socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
     if (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) continue;
-    if (railnetSocketQueueProgress(c, r->taskSock[i]) >= 0 && !__atomic_load_n(&t->done, __ATOMIC_ACQUIRE))
-      railnetSocketHelperWake(c, r->taskSock[i]);
+    int moved = railnetSocketQueueProgress(c, r->taskSock[i]);
+    if (moved >= 0 && !__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) railnetSocketHelperWake(c, r->taskSock[i], !moved);
     if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) all = 0;
   }
   return all;
@@ -124,6 +128,7 @@ static void scheduleTasks(socketComm* c, socketRequest* r, size_t start) {
     r->taskIdx[r->nTasks] = slot;
     r->nTasks++;
   }
+  __atomic_fetch_add(&c->posted, 1, __ATOMIC_RELAXED);
   tasksProgress(c, r);
 }
 

@@ -54,7 +54,9 @@ typedef struct {
   pthread_t thread;
   int started;
   uint32_t wakeSeq;   /* futex word: bumped to wake the thread */
-  int sleeping;       /* atomic: the thread found its queues empty and waits on wakeSeq */
+  int sleeping;       /* atomic: the thread found its queues empty and waits on wakeSeq: 1 for at most
+                         10 ms (its comm is busy), 2 for up to a second (idle); 0 awake */
+  unsigned seenPosted; /* the comm's posted count when the thread last went to sleep */
 } helperThread;
 
 /* Control record at the start of each message. */
@@ -94,6 +96,7 @@ typedef struct socketComm {
   int nSocks, nThreads, nextSock;
   helperThread threads[MAX_THREADS];
   int stop;           /* atomic: the helper threads end */
+  unsigned posted;    /* atomic: requests cut into tasks so far (the helpers' sign of a busy comm) */
   int inlineSize;
   size_t minTask;
   socketRequest requests[MAX_REQUESTS];

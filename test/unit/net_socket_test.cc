@@ -121,6 +121,46 @@ TEST_F(NetSocket, ThreadsTimesSockets) {
   }
 }
 
+// Once test() has cut a send into tasks, the helper threads finish it even if that send is
+// never tested again. Here the big send is cut inside the test() of the small send before it
+// (test drives the comm's control socket in posting order): the caller's one attempt moves
+// what the socket takes, and the only thread then waits for the receives alone.
+TEST_F(NetSocket, HelpersFinishASendThatIsNotTestedAgain) {
+  for (const char* cfg : {"1 1", "2 2"}) {
+    env.set("NCCL_SOCKET_NTHREADS", std::string(cfg, 1).c_str());
+    env.set("NCCL_NSOCKS_PERTHREAD", cfg + 2);
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void *lc, *s, *r;
+    ASSERT_EQ(net()->listen(ctx, 0, handle, &lc), ncclSuccess);
+    ASSERT_TRUE(netConnectPair(net(), ctx, 0, handle, lc, &s, &r));
+    size_t sizes[2] = {8, 48u << 20};  // far more than loopback's socket buffers hold
+    std::vector<char> sb[2], rb[2];
+    void *sreq[2], *rreq[2];
+    for (int i = 0; i < 2; i++) {
+      sb[i].resize(sizes[i]);
+      rb[i].assign(sizes[i], 0);
+      netPatternFill(sb[i].data(), sizes[i], 3 + i);
+      void* d = rb[i].data();
+      int tag = i;
+      ASSERT_EQ(net()->irecv(r, 1, &d, &sizes[i], &tag, nullptr, nullptr, &rreq[i]), ncclSuccess);
+    }
+    for (int i = 0; i < 2; i++)
+      ASSERT_EQ(net()->isend(s, sb[i].data(), sizes[i], i, nullptr, nullptr, &sreq[i]), ncclSuccess);
+    std::string err;
+    int got = -1;
+    ASSERT_TRUE(netWait(net(), sreq[0], &got, netNowNs() + 30000000000LL, &err)) << cfg << ": " << err;
+    for (int i = 0; i < 2; i++) {
+      ASSERT_TRUE(netWait(net(), rreq[i], &got, netNowNs() + 30000000000LL, &err)) << cfg << ": " << err;
+      EXPECT_EQ(got, (int)sizes[i]);
+      EXPECT_TRUE(netPatternCheck(rb[i].data(), sizes[i], 3 + i, nullptr)) << cfg;
+    }
+    ASSERT_TRUE(netWait(net(), sreq[1], &got, netNowNs() + 30000000000LL, &err)) << cfg << ": " << err;
+    EXPECT_EQ(net()->closeSend(s), ncclSuccess);
+    EXPECT_EQ(net()->closeRecv(r), ncclSuccess);
+    EXPECT_EQ(net()->closeListen(lc), ncclSuccess);
+  }
+}
+
 TEST_F(NetSocket, SeveralCommsAtOnce) {
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void* lc = nullptr;
