@@ -146,12 +146,25 @@ ncclResult_t ncclSocketReady(struct ncclSocket* sock, int* running);
 ncclResult_t ncclSocketAccept(struct ncclSocket* sock, struct ncclSocket* listenSock);
 /* Non-blocking progress: moves what the socket takes now, adds it to *offset. */
 ncclResult_t ncclSocketProgress(int op, struct ncclSocket* sock, void* ptr, int size, int* offset, int* closed);
+/* What one railnetSocketProgressV moved. */
+struct railnetSocketIo {
+  int zerocopy;  /* in: send with MSG_ZEROCOPY (SO_ZEROCOPY set); out: 0 if the kernel refused it
+                    (ENOBUFS: pinned pages over RLIMIT_MEMLOCK), the bytes then went by copy */
+  int zcSends;   /* out: sendmsg calls that took MSG_ZEROCOPY: each one completion id, in order */
+  size_t moved;  /* out: bytes moved */
+  int closed;    /* out: the peer closed (or reset) the connection */
+};
 /* Non-blocking progress over several buffers in one system call at a time (sendmsg/recvmsg):
- * moves what the socket takes now, in order, and adds the count to *moved; the iovecs are
- * consumed as bytes move. Stops at the first short transfer (the socket is full or empty). */
+ * moves what the socket takes now, in order; the iovecs are consumed as bytes move. Stops at
+ * the first short transfer (the socket is full or empty). */
 struct iovec;
-ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iovec* iov, int iovcnt, size_t* moved,
-                                    int* closed);
+ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iovec* iov, int iovcnt,
+                                    struct railnetSocketIo* io);
+/* Reads the zero-copy completions waiting in sock's error queue, without blocking: calls
+ * done(arg, first, last, copied) for each range of completion ids the kernel released
+ * (copied: it copied the bytes after all, as it does on loopback). Returns ranges read. */
+int railnetSocketZcReap(struct ncclSocket* sock, void (*done)(void* arg, uint32_t first, uint32_t last, int copied),
+                        void* arg);
 /* Blocking (with NCCL_SOCKET_POLL_TIMEOUT / progress checks) send/recv of exactly size bytes. */
 ncclResult_t ncclSocketSend(struct ncclSocket* sock, void* ptr, int size);
 ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size);

@@ -14,7 +14,7 @@
 #include "param.h"
 #include "net_prof.h"
 
-enum { P_INLINE, P_MIN_TASK, P_TIMEOUT };
+enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN };
 static const railnetParam netSocketCommParams[] = {
     [P_INLINE] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_INLINE", 128, 0, 1 << 20,
                                        "Messages up to this size travel inside the control record"),
@@ -24,6 +24,12 @@ static const railnetParam netSocketCommParams[] = {
                                         "A connection whose peer stops acknowledging or stops reading (dead host, "
                                         "link down, hung rank) fails after this long (TCP_USER_TIMEOUT, keepalive); "
                                         "keep it above the longest time ranks may legitimately diverge"),
+    [P_ZEROCOPY] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ZEROCOPY", 2, 0, 2,
+                                         "Send large chunks on the data sockets with MSG_ZEROCOPY (no copy into the "
+                                         "kernel; a request is done once the kernel released its pages): 0 off, 1 on, "
+                                         "2 on until the kernel reports it copied anyway (loopback, veth)"),
+    [P_ZEROCOPY_MIN] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ZEROCOPY_MIN", 1 << 16, 1, INT32_MAX,
+                                             "Smallest send (bytes in one sendmsg) that uses MSG_ZEROCOPY"),
 };
 RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
 
@@ -38,6 +44,23 @@ static void setTimeouts(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
+/* SO_ZEROCOPY on the data sockets of a send comm (a kernel without it: copies, said once). */
+static void enableZerocopy(socketComm* c) {
+  static int said;
+  int one = 1;
+  for (int i = 0; i < c->nSocks; i++) {
+    if (setsockopt(c->socks[i].fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0) {
+      c->queues[i].zc = 1;
+    } else if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+      if (c->zcMode == 1)
+        WARN("NET/Socket : setsockopt(SO_ZEROCOPY) failed: %s; RAILNET_SOCKET_ZEROCOPY=1 has no effect on this kernel "
+             "(Linux 4.14 or later has it)", strerror(errno));
+      else
+        INFO(NCCL_NET, "NET/Socket : no SO_ZEROCOPY on this kernel (%s): sends copy", strerror(errno));
+    }
+  }
+}
+
 ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, int isSend) {
   socketComm* c;
   NCCLCHECK(RAILNET_CALLOC(&c, 1, "a socket comm"));
@@ -47,6 +70,8 @@ ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, 
   c->prof = railnetProfGet(RAILNET_PROF_SOCKET);
   c->inlineSize = (int)railnetParamInt(&netSocketCommParams[P_INLINE]);
   c->minTask = (size_t)railnetParamInt(&netSocketCommParams[P_MIN_TASK]);
+  c->zcMode = (int)railnetParamInt(&netSocketCommParams[P_ZEROCOPY]);
+  c->zcMin = (size_t)railnetParamInt(&netSocketCommParams[P_ZEROCOPY_MIN]);
   c->ctrl.fd = -1;
   for (int i = 0; i < MAX_SOCKETS; i++) c->socks[i].fd = -1;
   int stride = (int)sizeof(ctrlRecord) + c->inlineSize;
@@ -70,6 +95,7 @@ ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
   else snprintf(c->peer, sizeof(c->peer), "(unknown)");
   setTimeouts(c->ctrl.fd);
   for (int i = 0; i < c->nSocks; i++) setTimeouts(c->socks[i].fd);
+  if (c->isSend && c->zcMode != 0) enableZerocopy(c);
   if (c->nThreads == 0) return ncclSuccess;
   int per = c->nSocks / c->nThreads;
   for (int t = 0; t < c->nThreads; t++) {

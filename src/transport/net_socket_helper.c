@@ -10,6 +10,8 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -28,11 +30,60 @@ static void taskFinish(socketComm* c, socketTask* t, ncclResult_t res) {
   __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
 }
 
-/* The queue's tasks from its head on fail with res: a failed socket keeps failing. */
+/* The queue's tasks not done fail with res: a failed socket keeps failing. */
 static void queueFail(socketComm* c, taskQueue* q, ncclResult_t res) {
   int tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
-  for (int i = q->head; i != tail; i++) taskFinish(c, &q->tasks[i % TASK_QUEUE_LEN], res);
+  for (int i = q->doneHead; i != tail; i++) taskFinish(c, &q->tasks[i % TASK_QUEUE_LEN], res);
   __atomic_store_n(&q->head, tail, __ATOMIC_RELEASE);
+  __atomic_store_n(&q->doneHead, tail, __ATOMIC_RELEASE);
+}
+
+/* Tasks whose bytes all moved, and whose zero-copy sends the kernel released, are done, in order. */
+static int queueRetire(socketComm* c, taskQueue* q) {
+  int n = 0;
+  while (q->doneHead != q->head) {
+    socketTask* t = &q->tasks[q->doneHead % TASK_QUEUE_LEN];
+    if (t->zc && (int32_t)(q->zcDone - t->zcLast) <= 0) break; /* id zcLast not completed yet */
+    taskFinish(c, t, ncclSuccess);
+    __atomic_store_n(&q->doneHead, q->doneHead + 1, __ATOMIC_RELEASE);
+    n++;
+  }
+  return n;
+}
+
+/* A range of completion ids the kernel released (railnetSocketZcReap's callback). */
+static void zcCompleted(void* arg, uint32_t first, uint32_t last, int copied) {
+  taskQueue* q = (taskQueue*)arg;
+  if (copied) q->zcCopied |= 1;
+  if (first == q->zcDone) {
+    q->zcDone = last + 1;
+  } else if ((int32_t)(first - q->zcDone) > 0 && q->zcNRanges < ZC_PENDING_RANGES) {
+    q->zcRanges[q->zcNRanges][0] = first;
+    q->zcRanges[q->zcNRanges][1] = last;
+    q->zcNRanges++;
+  }
+  for (int i = 0; i < q->zcNRanges; i++) {
+    if (q->zcRanges[i][0] != q->zcDone) continue;
+    q->zcDone = q->zcRanges[i][1] + 1;
+    q->zcRanges[i][0] = q->zcRanges[--q->zcNRanges][0];
+    q->zcRanges[i][1] = q->zcRanges[q->zcNRanges][1];
+    i = -1; /* look again from the start */
+  }
+}
+
+/* Reads the socket's zero-copy completions; in automatic mode, stops zero-copy on a socket
+ * whose sends the kernel copies anyway (loopback, a veth pair inside one host). */
+static void queueReap(socketComm* c, int s, taskQueue* q) {
+  if (q->zcDone == q->zcNext) return;
+  railnetSocketZcReap(&c->socks[s], zcCompleted, q);
+  if (q->zcCopied == 1) {
+    q->zcCopied = 2;
+    if (c->zcMode == 2) q->zc = 0;
+    if (!__atomic_exchange_n(&c->zcCopiedSaid, 1, __ATOMIC_RELAXED))
+      INFO(NCCL_NET, "NET/Socket : the kernel copied the MSG_ZEROCOPY sends of data socket %d to %s (a local path such "
+         "as loopback or veth)%s", s, c->peer,
+         c->zcMode == 2 ? ": zero-copy off for this socket (RAILNET_SOCKET_ZEROCOPY=1 keeps it)" : "");
+  }
 }
 
 /* One system call's worth of the queue's head tasks; returns bytes moved, -1 on failure. */
@@ -54,55 +105,71 @@ static long queueOnce(socketComm* c, int s, taskQueue* q, int tail, int* full) {
     want += len;
     n++;
   }
-  size_t moved = 0;
-  int closed = 0;
-  ncclResult_t r = railnetSocketProgressV(op, &c->socks[s], iov, n, &moved, &closed);
-  size_t left = moved;
-  int head = q->head;
+  struct railnetSocketIo io = {.zerocopy = q->zc && want >= c->zcMin};
+  int askedZc = io.zerocopy;
+  ncclResult_t r = railnetSocketProgressV(op, &c->socks[s], iov, n, &io);
+  if (askedZc && !io.zerocopy && q->zc) {
+    q->zc = 0;
+    if (c->zcMode == 1)
+      WARN("NET/Socket : the kernel refused MSG_ZEROCOPY on data socket %d to %s (ENOBUFS: the pinned pages are over "
+           "RLIMIT_MEMLOCK); sending by copy. Raise 'ulimit -l' or set RAILNET_SOCKET_ZEROCOPY=0", s, c->peer);
+    else
+      INFO(NCCL_NET, "NET/Socket : MSG_ZEROCOPY refused on data socket %d to %s (ENOBUFS: pinned pages over "
+           "RLIMIT_MEMLOCK): zero-copy off for this socket", s, c->peer);
+  }
+  q->zcNext += (uint32_t)io.zcSends;
+  size_t left = io.moved;
   while (left > 0) {
-    socketTask* t = &q->tasks[head % TASK_QUEUE_LEN];
+    socketTask* t = &q->tasks[q->head % TASK_QUEUE_LEN];
     size_t take = t->size - t->offset < left ? t->size - t->offset : left;
     t->offset += take;
     left -= take;
+    if (io.zcSends > 0) {
+      t->zc = 1;
+      t->zcLast = q->zcNext - 1; /* the last send of this call: released last */
+    }
     if (t->offset < t->size) break;
-    taskFinish(c, t, ncclSuccess);
-    head++;
+    __atomic_store_n(&q->head, q->head + 1, __ATOMIC_RELEASE);
   }
-  __atomic_store_n(&q->head, head, __ATOMIC_RELEASE);
-  if (r != ncclSuccess || closed) {
-    if (head != tail) {
-      socketTask* t = &q->tasks[head % TASK_QUEUE_LEN];
+  if (r != ncclSuccess || io.closed) {
+    if (q->head != tail) {
+      socketTask* t = &q->tasks[q->head % TASK_QUEUE_LEN];
       WARN("NET/Socket : data socket %d to peer %s %s after %zu of %zu bytes of a chunk: the peer process died or "
            "the network failed",
-           s, c->peer, closed ? "was closed" : "failed", t->offset, t->size);
+           s, c->peer, io.closed ? "was closed" : "failed", t->offset, t->size);
     }
     queueFail(c, q, ncclRemoteError);
     return -1;
   }
-  *full = moved < want;
-  return (long)moved;
+  *full = io.moved < want;
+  return (long)io.moved;
 }
 
 int railnetSocketQueueProgress(socketComm* c, int s) {
   taskQueue* q = &c->queues[s];
-  if (__atomic_load_n(&q->head, __ATOMIC_ACQUIRE) == __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE)) return 0;
+  if (__atomic_load_n(&q->doneHead, __ATOMIC_ACQUIRE) == __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE)) return 0;
   if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return -1;
   int moved = 0;
   for (;;) {
+    queueReap(c, s, q);
+    if (queueRetire(c, q) > 0) moved = 1;
     int tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
     if (q->head == tail) break;
     int full = 0;
     long n = queueOnce(c, s, q, tail, &full);
     if (n != 0) moved = 1;
-    if (n <= 0 || full) break;
+    if (n < 0) break;
+    if (queueRetire(c, q) > 0) moved = 1;
+    if (n == 0 || full) break;
   }
   __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
   return moved;
 }
 
+/* Nothing to move or to wait for. */
 static int queueEmpty(socketComm* c, int s) {
   taskQueue* q = &c->queues[s];
-  return __atomic_load_n(&q->head, __ATOMIC_SEQ_CST) == __atomic_load_n(&q->tail, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&q->doneHead, __ATOMIC_SEQ_CST) == __atomic_load_n(&q->tail, __ATOMIC_SEQ_CST);
 }
 
 static void futexWait(uint32_t* word, uint32_t seen, long ns) {
@@ -146,6 +213,29 @@ static void helperSleep(helperThread* h) {
   __atomic_store_n(&h->sleeping, 0, __ATOMIC_RELAXED);
 }
 
+/* A socket polled only for its zero-copy completions (events 0) that reports an error
+ * instead: its connection is gone (the kernel frees what it held, but say why here). */
+static void zcWaitErrors(socketComm* c, struct pollfd* pfds, int n) {
+  for (int i = 0; i < n; i++) {
+    if (pfds[i].events != 0 || !(pfds[i].revents & (POLLERR | POLLHUP))) continue;
+    int s = 0;
+    while (s < c->nSocks && c->socks[s].fd != pfds[i].fd) s++;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (s == c->nSocks || getsockopt(pfds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err == 0) continue;
+    taskQueue* q = &c->queues[s];
+    if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) continue;
+    queueReap(c, s, q);
+    queueRetire(c, q);
+    if (q->doneHead != __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE)) {
+      WARN("NET/Socket : data socket %d to peer %s failed (%s) while its zero-copy sends waited for the kernel: the "
+           "peer process died or the network failed", s, c->peer, strerror(err));
+      queueFail(c, q, ncclRemoteError);
+    }
+    __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
+  }
+}
+
 void* railnetSocketHelperMain(void* arg) {
   helperThread* h = (helperThread*)arg;
   socketComm* c = h->comm;
@@ -158,8 +248,11 @@ void* railnetSocketHelperMain(void* arg) {
       if (r > 0) moved = 1;
       if (r < 0) busy = 1;
       if (r == 0 && !queueEmpty(c, s)) {
+        taskQueue* q = &c->queues[s];
+        int toMove = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE) != __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
         pfds[active].fd = c->socks[s].fd;
-        pfds[active].events = c->isSend ? POLLOUT : POLLIN;
+        /* only zero-copy completions to wait for: they come as POLLERR, which poll always reports */
+        pfds[active].events = !toMove ? 0 : c->isSend ? POLLOUT : POLLIN;
         active++;
       }
     }
@@ -169,7 +262,7 @@ void* railnetSocketHelperMain(void* arg) {
       continue;
     }
     if (active > 0) {
-      poll(pfds, active, 10);
+      if (poll(pfds, active, 10) > 0) zcWaitErrors(c, pfds, active);
       continue;
     }
     helperSleep(h);

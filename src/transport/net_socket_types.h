@@ -25,25 +25,36 @@ extern "C" {
 typedef struct {
   char* data;
   size_t size;
-  size_t offset;      /* written by the helper thread */
-  int done;           /* atomic: offset == size, or failed */
+  size_t offset;      /* bytes moved; written by the socket's owner */
+  int done;           /* atomic: moved (and, if sent with MSG_ZEROCOPY, released by the kernel), or failed */
   ncclResult_t result;
+  int zc;             /* some of its bytes went with MSG_ZEROCOPY ... */
+  uint32_t zcLast;    /* ... the last in the send of this completion id */
   void* phandle;      /* NCCL's profiler parent of the message (NULL: none) */
   void* eh;           /* the chunk's profiler event, started by the helper thread */
   int evStarted;      /* that event was started (the profiler may hand back no handle) */
 } socketTask;
 
 /*
- * Tasks of one data socket, in posting order. A socket holds at most one task per live
- * request (MAX_REQUESTS) plus the finished head task its thread has not popped yet, so
- * twice that many slots mean a new task never lands in a slot still in use.
+ * Tasks of one data socket, in posting order. The tasks not done belong to live requests,
+ * one per request at most (MAX_REQUESTS); tasks are done in order, so twice that many slots
+ * mean a new task never lands in a slot still in use.
  */
 #define TASK_QUEUE_LEN (2 * MAX_REQUESTS)
+#define ZC_PENDING_RANGES 8
 typedef struct {
   socketTask tasks[TASK_QUEUE_LEN];
   int tail;           /* next to post (the caller's thread) */
-  int head;           /* next to run; moved only by the socket's owner */
+  int head;           /* next to move; moved only by the socket's owner */
+  int doneHead;       /* oldest not done: tasks in [doneHead, head) wait for zero-copy completions */
   int owner;          /* atomic: 1 while one thread (a helper or the caller's) moves this socket */
+  /* zero-copy sends (send comms; owned like head): */
+  int zc;             /* send with MSG_ZEROCOPY now (SO_ZEROCOPY is set) */
+  uint32_t zcNext;    /* completion id of the next zero-copy send */
+  uint32_t zcDone;    /* ids below this one were completed by the kernel */
+  uint32_t zcRanges[ZC_PENDING_RANGES][2]; /* completions that came before older ones */
+  int zcNRanges;
+  int zcCopied;       /* the kernel copied zero-copy sends of this socket (said once) */
 } taskQueue;
 
 struct socketComm;
@@ -99,6 +110,9 @@ typedef struct socketComm {
   unsigned posted;    /* atomic: requests cut into tasks so far (the helpers' sign of a busy comm) */
   int inlineSize;
   size_t minTask;
+  int zcMode;         /* RAILNET_SOCKET_ZEROCOPY: 0 off, 1 on, 2 on until the kernel says it copies */
+  size_t zcMin;       /* RAILNET_SOCKET_ZEROCOPY_MIN: sends of fewer bytes copy */
+  int zcCopiedSaid;   /* atomic: the INFO that the kernel copies was logged for this comm */
   socketRequest requests[MAX_REQUESTS];
   char* ctrlBufs;
   uint64_t nextSeq, ctrlSeq;

@@ -113,19 +113,31 @@ std::vector<std::pair<std::string, std::string>> ifEnv(int nt, int ns) {
           {"NCCL_NSOCKS_PERTHREAD", std::to_string(ns)}};
 }
 
+// The data-path tests run with MSG_ZEROCOPY sends off and forced on (RAILNET_SOCKET_ZEROCOPY
+// 0 / 1: on a veth path the kernel copies them, reports so, and every request still waits
+// for the kernel's completions before it is done).
+struct TwoHostsZc : TwoHosts, ::testing::WithParamInterface<int> {
+  std::vector<std::pair<std::string, std::string>> zcEnv(int nt, int ns) {
+    auto env = ifEnv(nt, ns);
+    env.push_back({"RAILNET_SOCKET_ZEROCOPY", std::to_string(GetParam())});
+    return env;
+  }
+  std::string row(const char* name) { return std::string(name) + (GetParam() ? " (zero-copy)" : ""); }
+};
+
 long long txBytes(NetNs& ns, const std::string& ifname) {
   // /proc/net/dev is per namespace (sysfs would show the host's view)
   NetNsResult r = ns.exec("sed 's/:/ /' /proc/net/dev | awk '$1==\"" + ifname + "\" {print $10}'");
   return r.success() ? atoll(r.out.c_str()) : -1;
 }
 
-TEST_F(TwoHosts, DataIntegrityOverVeth) {
+TEST_P(TwoHostsZc, DataIntegrityOverVeth) {
   for (auto nt_ns : std::vector<std::pair<int, int>>{{0, 0}, {2, 2}, {4, 1}}) {
     long long before = txBytes(*b, "eth0");
     NetPlan plan;
     plan.sizes = {0, 1, 7, 4095, 65536, (1 << 20) + 3, 64u << 20};
     plan.inflight = 3;
-    Outcome o = transfer(plan, ifEnv(nt_ns.first, nt_ns.second));
+    Outcome o = transfer(plan, zcEnv(nt_ns.first, nt_ns.second));
     EXPECT_TRUE(o.recv.success()) << o.recv.describe();
     EXPECT_TRUE(o.send.success()) << o.send.describe();
     EXPECT_GT(txBytes(*b, "eth0") - before, 64ll << 20) << "the data did not cross the veth";
@@ -133,7 +145,7 @@ TEST_F(TwoHosts, DataIntegrityOverVeth) {
 }
 
 // nftables drops 3% of the sender's TCP segments at random: TCP recovers, the data is right.
-TEST_F(TwoHosts, PacketLossStillCompletesCorrectly) {
+TEST_P(TwoHostsZc, PacketLossStillCompletesCorrectly) {
   ASSERT_TRUE(b->sh("nft add table inet rnloss && "
                     "nft add chain inet rnloss out '{ type filter hook output priority 0; }' && "
                     "nft add rule inet rnloss out ip daddr " + std::string(kA) +
@@ -141,7 +153,7 @@ TEST_F(TwoHosts, PacketLossStillCompletesCorrectly) {
   NetPlan plan;
   plan.sizes = {100, 1 << 20, 8u << 20, 3};
   plan.inflight = 2;
-  Outcome o = transfer(plan, ifEnv(2, 2));
+  Outcome o = transfer(plan, zcEnv(2, 2));
   EXPECT_TRUE(o.recv.success()) << o.recv.describe();
   EXPECT_TRUE(o.send.success()) << o.send.describe();
   NetNsResult c = b->exec("nft list table inet rnloss");
@@ -151,8 +163,8 @@ TEST_F(TwoHosts, PacketLossStillCompletesCorrectly) {
 
 // The sender's link goes down mid-transfer: both ends fail within the bounded time
 // (RAILNET_SOCKET_TIMEOUT_MSEC) with a WARN naming the peer, and nobody hangs.
-TEST_F(TwoHosts, LinkDownMidTransferFailsBothEnds) {
-  auto env = ifEnv(2, 2);
+TEST_P(TwoHostsZc, LinkDownMidTransferFailsBothEnds) {
+  auto env = zcEnv(2, 2);
   env.push_back({"RAILNET_SOCKET_TIMEOUT_MSEC", "2000"});
   NetPlan plan;
   plan.sizes = {4u << 20};
@@ -176,11 +188,11 @@ TEST_F(TwoHosts, LinkDownMidTransferFailsBothEnds) {
 }
 
 // A peer process SIGKILLed mid-transfer in the other namespace.
-TEST_F(TwoHosts, PeerKilledMidTransferFailsReceiver) {
+TEST_P(TwoHostsZc, PeerKilledMidTransferFailsReceiver) {
   NetPlan plan;
   plan.sizes = {4u << 20};
   plan.untilError = true;  // still moving when the sender is killed
-  Outcome o = transfer(plan, ifEnv(2, 2), [&](NetNsChild&, NetNsChild& s) {
+  Outcome o = transfer(plan, zcEnv(2, 2), [&](NetNsChild&, NetNsChild& s) {
     long long base = txBytes(*b, "eth0");
     long long t0 = netNowNs();
     while (txBytes(*b, "eth0") - base < (16ll << 20) && netNowNs() - t0 < 20000000000LL) usleep(10000);
@@ -240,11 +252,11 @@ int handlePort(const std::string& hex) {
   return ((unsigned char)h[18] << 8) | (unsigned char)h[19];
 }
 
-TEST_F(TwoHosts, FaultPeerKilledDuringHandshake) {
+TEST_P(TwoHostsZc, FaultPeerKilledDuringHandshake) {
   // a first sender starts connecting its comm and dies; then the real sender comes. The
   // receiver either drops the half-made connection and serves the real sender (correct
   // data), or it had already placed sockets of the dead one and fails, naming it.
-  auto env = ifEnv(2, 2);
+  auto env = zcEnv(2, 2);
   std::unique_ptr<NetNsChild> early;
   long long killedAt = 0;
   beforeSender = [&](const std::string& hex) {
@@ -277,16 +289,16 @@ TEST_F(TwoHosts, FaultPeerKilledDuringHandshake) {
                     o.recv.out.find("WARN NET/Socket") != std::string::npos;
   EXPECT_TRUE(correct || namedError) << o.recv.describe() << "\n" << o.send.describe();
   EXPECT_LT(secs, 8.0);
-  faultRow("peer killed during handshake", correct ? "correct data (half-open conn dropped)"
+  faultRow(row("peer killed during handshake").c_str(), correct ? "correct data (half-open conn dropped)"
                                                    : "accept/test fails, WARN names the peer", secs);
 }
 
-TEST_F(TwoHosts, FaultPeerKilledMidTransfer) {
+TEST_P(TwoHostsZc, FaultPeerKilledMidTransfer) {
   long long killedAt = 0;
   NetPlan plan;
   plan.sizes = {4u << 20};
   plan.untilError = true;  // still moving when the sender is killed
-  Outcome o = transfer(plan, ifEnv(2, 2), [&](NetNsChild&, NetNsChild& s) {
+  Outcome o = transfer(plan, zcEnv(2, 2), [&](NetNsChild&, NetNsChild& s) {
     long long base = txBytes(*b, "eth0"), t0 = netNowNs();
     while (txBytes(*b, "eth0") - base < (16ll << 20) && netNowNs() - t0 < 20000000000LL) usleep(10000);
     s.kill(SIGKILL);
@@ -295,12 +307,12 @@ TEST_F(TwoHosts, FaultPeerKilledMidTransfer) {
   double secs = (o.recvEndNs - killedAt) / 1e9;
   EXPECT_TRUE(o.recv.exited && o.recv.exitCode == 1) << o.recv.describe();
   EXPECT_NE(o.recv.out.find(kB), std::string::npos) << o.recv.out;
-  faultRow("peer killed mid-transfer", "test() fails, WARN names the peer", secs);
+  faultRow(row("peer killed mid-transfer").c_str(), "test() fails, WARN names the peer", secs);
 }
 
-TEST_F(TwoHosts, FaultPeerKilledDuringClose) {
+TEST_P(TwoHostsZc, FaultPeerKilledDuringClose) {
   // the sender completes its sends and dies instead of closing: the data is all there
-  auto env = ifEnv(2, 2);
+  auto env = zcEnv(2, 2);
   long long t0 = netNowNs();
   NetPlan plan;
   plan.sizes = {100, 4u << 20, 7};
@@ -309,11 +321,11 @@ TEST_F(TwoHosts, FaultPeerKilledDuringClose) {
     s.kill(SIGKILL);
     EXPECT_TRUE(rr.success()) << rr.describe();
   }, 30000);
-  faultRow("peer killed during close", "correct data", (netNowNs() - t0) / 1e9);
+  faultRow(row("peer killed during close").c_str(), "correct data", (netNowNs() - t0) / 1e9);
 }
 
-TEST_F(TwoHosts, FaultLinkDownAndUpAgain) {
-  auto env = ifEnv(2, 2);
+TEST_P(TwoHostsZc, FaultLinkDownAndUpAgain) {
+  auto env = zcEnv(2, 2);
   env.push_back({"RAILNET_SOCKET_TIMEOUT_MSEC", "20000"});
   NetPlan plan;
   plan.sizes = {128u << 20, 1 << 20};
@@ -327,10 +339,10 @@ TEST_F(TwoHosts, FaultLinkDownAndUpAgain) {
   }, 60000);
   EXPECT_TRUE(o.recv.success()) << o.recv.describe();
   EXPECT_TRUE(o.send.success()) << o.send.describe();
-  faultRow("link down 1 s, then up again", "correct data", (netNowNs() - t0) / 1e9);
+  faultRow(row("link down 1 s, then up again").c_str(), "correct data", (netNowNs() - t0) / 1e9);
 }
 
-TEST_F(TwoHosts, FaultPacketLoss1And10Percent) {
+TEST_P(TwoHostsZc, FaultPacketLoss1And10Percent) {
   for (int pct : {1, 10}) {
     std::string table = "rnloss" + std::to_string(pct);
     ASSERT_TRUE(b->sh("nft add table inet " + table + " && nft add chain inet " + table +
@@ -340,15 +352,15 @@ TEST_F(TwoHosts, FaultPacketLoss1And10Percent) {
     NetPlan plan;
     plan.sizes = {pct == 1 ? 8u << 20 : 2u << 20, 3};
     long long t0 = netNowNs();
-    Outcome o = transfer(plan, ifEnv(2, 2), nullptr, 90000);
+    Outcome o = transfer(plan, zcEnv(2, 2), nullptr, 90000);
     EXPECT_TRUE(o.recv.success()) << pct << "%: " << o.recv.describe();
     EXPECT_TRUE(o.send.success()) << pct << "%: " << o.send.describe();
-    faultRow(pct == 1 ? "1% packet loss" : "10% packet loss", "correct data", (netNowNs() - t0) / 1e9);
+    faultRow(row(pct == 1 ? "1% packet loss" : "10% packet loss").c_str(), "correct data", (netNowNs() - t0) / 1e9);
     ASSERT_TRUE(b->sh("nft delete table inet " + table));
   }
 }
 
-TEST_F(TwoHosts, FaultListenPortFloodedWithGarbage) {
+TEST_P(TwoHostsZc, FaultListenPortFloodedWithGarbage) {
   std::unique_ptr<NetNsChild> flood;
   beforeSender = [&](const std::string& hex) {
     int port = handlePort(hex);
@@ -375,12 +387,15 @@ TEST_F(TwoHosts, FaultListenPortFloodedWithGarbage) {
   NetPlan plan;
   plan.sizes = {1 << 20, 16u << 20, 5};
   long long t0 = netNowNs();
-  Outcome o = transfer(plan, ifEnv(2, 2), nullptr, 60000);
+  Outcome o = transfer(plan, zcEnv(2, 2), nullptr, 60000);
   NetNsResult f = flood->wait(30000);
   EXPECT_TRUE(o.recv.success()) << o.recv.describe();
   EXPECT_TRUE(o.send.success()) << o.send.describe();
   EXPECT_TRUE(f.success()) << f.describe();
-  faultRow("listen port flooded (1000 garbage conns)", "correct data", (netNowNs() - t0) / 1e9);
+  faultRow(row("listen port flooded (1000 garbage conns)").c_str(), "correct data", (netNowNs() - t0) / 1e9);
 }
+
+INSTANTIATE_TEST_SUITE_P(ZeroCopy, TwoHostsZc, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& i) { return i.param ? "On" : "Off"; });
 
 }  // namespace
