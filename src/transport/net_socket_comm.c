@@ -76,7 +76,9 @@ ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, 
   for (int i = 0; i < MAX_SOCKETS; i++) c->socks[i].fd = -1;
   int stride = (int)sizeof(ctrlRecord) + c->inlineSize;
   ncclResult_t res = RAILNET_CALLOC(&c->ctrlBufs, (size_t)stride * MAX_REQUESTS, "socket control records");
+  if (res == ncclSuccess && !isSend) res = RAILNET_CALLOC(&c->stage, RAILNET_SOCKET_STAGE, "a socket control stage");
   if (res != ncclSuccess) {
+    free(c->ctrlBufs);
     free(c);
     return res;
   }
@@ -121,5 +123,6 @@ void railnetSocketCommFree(socketComm* c) {
   for (int i = 0; i < c->nSocks; i++)
     if (c->socks[i].fd >= 0) ncclSocketClose(&c->socks[i]);
   free(c->ctrlBufs);
+  free(c->stage);
   free(c);
 }

@@ -172,12 +172,52 @@ static int queueEmpty(socketComm* c, int s) {
   return __atomic_load_n(&q->doneHead, __ATOMIC_SEQ_CST) == __atomic_load_n(&q->tail, __ATOMIC_SEQ_CST);
 }
 
+static void railnetSocketHelperWake(socketComm* c, int s, int stuck);
+
+void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) {
+  size_t size = r->size;
+  size_t task = (size + c->nSocks - 1) / c->nSocks;
+  if (task < c->minTask) task = c->minTask;
+  for (size_t off = 0; off < size; off += task) {
+    int s = c->nextSock;
+    c->nextSock = (c->nextSock + 1) % c->nSocks;
+    taskQueue* q = &c->queues[s];
+    int slot = q->tail % TASK_QUEUE_LEN;
+    socketTask* t = &q->tasks[slot];
+    t->data = r->data + off;
+    t->size = size - off < task ? size - off : task;
+    t->offset = 0;
+    t->result = ncclSuccess;
+    t->zc = 0;
+    t->phandle = r->phandle;
+    t->eh = NULL;
+    t->evStarted = 0;
+    __atomic_store_n(&t->done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->tail, q->tail + 1, __ATOMIC_SEQ_CST); /* see railnetSocketHelperWake */
+    r->taskSock[r->nTasks] = s;
+    r->taskIdx[r->nTasks] = slot;
+    r->nTasks++;
+    *touched |= 1ull << s;
+  }
+  __atomic_fetch_add(&c->posted, 1, __ATOMIC_RELAXED);
+}
+
+void railnetSocketKick(socketComm* c, int s) {
+  int moved = railnetSocketQueueProgress(c, s);
+  if (moved >= 0 && !queueEmpty(c, s)) railnetSocketHelperWake(c, s, !moved);
+}
+
+void railnetSocketTasksKick(socketComm* c, uint64_t touched) {
+  for (int s = 0; touched != 0; s++, touched >>= 1)
+    if (touched & 1) railnetSocketKick(c, s);
+}
+
 static void futexWait(uint32_t* word, uint32_t seen, long ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000L, .tv_nsec = ns % 1000000000L};
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
-void railnetSocketHelperWake(socketComm* c, int s, int stuck) {
+static void railnetSocketHelperWake(socketComm* c, int s, int stuck) {
   if (c->nThreads == 0) return;
   helperThread* h = &c->threads[s % c->nThreads];
   /* the poster stored the queue's tail (sequentially consistent) before this load; the

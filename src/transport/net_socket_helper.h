@@ -3,6 +3,7 @@
  */
 #ifndef RAILNET_NET_SOCKET_HELPER_H
 #define RAILNET_NET_SOCKET_HELPER_H
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,10 +16,17 @@ struct socketComm;
  * could (queue empty, or the socket would block), -1 if another thread owns the socket. A
  * failed socket fails the rest of its queue. */
 int railnetSocketQueueProgress(struct socketComm* c, int s);
-/* Wakes the helper thread of data socket s after the caller's thread left work in s's queue:
- * always if it sleeps and stuck (the socket took nothing: the helper waits for it in poll()),
- * else only from its long sleep of an idle comm (its 10 ms look covers the rest). */
-void railnetSocketHelperWake(struct socketComm* c, int s, int stuck);
+/* Cuts r's payload into tasks on the data sockets (at least NCCL_SOCKET_MIN_TASKSIZE bytes
+ * each, round-robin from the comm's next socket, the same order on both ends); touched
+ * collects the sockets that got one. */
+struct socketRequest;
+void railnetSocketTasksPost(struct socketComm* c, struct socketRequest* r, uint64_t* touched);
+/* One attempt from the caller's thread on socket s; what is left goes to s's helper thread:
+ * woken if it sleeps and the socket took nothing (the helper waits for it in poll()), or if
+ * it is in an idle comm's long sleep (a busy comm's helper looks every 10 ms anyway). */
+void railnetSocketKick(struct socketComm* c, int s);
+/* railnetSocketKick on each socket of the bit mask. */
+void railnetSocketTasksKick(struct socketComm* c, uint64_t touched);
 /* Tells every helper thread of c to end (join them afterwards). */
 void railnetSocketHelperStop(struct socketComm* c);
 /* The thread of one helperThread (arg): moves its sockets' tasks until the comm stops. */

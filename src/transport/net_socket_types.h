@@ -20,6 +20,9 @@ extern "C" {
 #define MAX_SOCKETS 64
 #define MAX_THREADS 16
 #define MAX_REQUESTS NCCL_NET_MAX_REQUESTS
+/* Bytes of the control stream a receive comm reads ahead at most (records and small payloads
+ * of several messages in one system call). */
+#define RAILNET_SOCKET_STAGE (32 * 1024)
 
 /* One chunk of a message on one data socket. */
 typedef struct {
@@ -79,7 +82,7 @@ typedef struct {
 
 enum { REQ_FREE = 0, REQ_CTRL, REQ_DATA };
 
-typedef struct {
+typedef struct socketRequest {
   struct socketComm* comm;
   int op;             /* NCCL_SOCKET_SEND or NCCL_SOCKET_RECV */
   int state;
@@ -119,6 +122,8 @@ typedef struct socketComm {
   /* the request of sequence number s at bySeq[s % MAX_REQUESTS]: the requests in flight span
    * fewer than MAX_REQUESTS numbers, so test() finds the one at the control socket at once */
   socketRequest* bySeq[MAX_REQUESTS];
+  char* stage;        /* receive comms: what was read of the control stream and not parsed yet */
+  int stageHead, stageTail;
   int failed;
   int isSend;
   char peer[SOCKET_NAME_MAXLEN];

@@ -97,6 +97,30 @@ TEST_F(NetSocket, ManyRequestsInFlight) {
   EXPECT_EQ(transfer(plan), "");
 }
 
+// The receive side reads the control stream ahead into a staging buffer of
+// RAILNET_SOCKET_STAGE bytes: records, inline payloads and (without data sockets) whole
+// payloads of many messages at once. Bursts of sizes around the inline limit and the
+// stage's size, empty messages, receive buffers larger than the messages, with and without
+// data sockets: every byte and every size right.
+TEST_F(NetSocket, ControlStreamStagingKeepsEveryMessageWhole) {
+  for (const char* nt : {"0", "2"}) {
+    env.set("NCCL_SOCKET_NTHREADS", nt);
+    env.set("NCCL_NSOCKS_PERTHREAD", "2");
+    NetPlan plan;
+    const size_t cycle[] = {0, 1, 16, 127, 128, 129, 4096, 16383, 16384, 32767, 32768, 32769, 40000, 0, 8, 100000};
+    for (int i = 0; i < 400; i++) plan.sizes.push_back(cycle[i % 16]);
+    // and grouped as NCCL posts them: receive buffers larger than what arrives
+    for (int g = 0; g < 40; g++) {
+      std::vector<NetMsg> grp(1);
+      grp[0].recvSize = 65536;
+      grp[0].sendSize = cycle[g % 16] > 65536 ? 65536 : cycle[g % 16];
+      plan.groups.push_back(grp);
+    }
+    plan.inflight = NCCL_NET_MAX_REQUESTS;
+    EXPECT_EQ(transfer(plan), "") << nt << " threads";
+  }
+}
+
 // 32 requests in flight, each with a chunk on the one data socket: the socket's task queue
 // is full while its thread finishes tasks, and no slot may be reused too early.
 TEST_F(NetSocket, FullTaskQueueOnOneDataSocket) {

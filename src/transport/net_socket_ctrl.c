@@ -1,0 +1,239 @@
+/*
+ * The Socket transport's control stream (net_socket_ctrl.h). Each message starts with a
+ * control record (size, tag), followed by the payload itself when it is at most
+ * NCCL_SOCKET_INLINE bytes, or all of it when the comm has no data sockets; larger payloads
+ * go to the data sockets as tasks. Requests use the stream in posting order.
+ *
+ * Sends gather the records (and payloads) of every request waiting for the stream into one
+ * sendmsg. Receives read the stream into a staging buffer, as much as is there, and parse
+ * the records of the posted receives from it, so that a burst of small messages costs one
+ * system call rather than two per message; a large payload on the stream is received
+ * straight into the user's buffer.
+ */
+#include <limits.h>
+#include <string.h>
+#include <sys/uio.h>
+#include "net_socket_ctrl.h"
+#include "net_socket_helper.h"
+#include "net_socket_types.h"
+#include "net_prof.h"
+
+/* Requests whose control bytes one sendmsg carries at most. */
+#define CTRL_BATCH 16
+
+/* Payload bytes of r that travel on the control socket after its record and inline part:
+ * all of a larger message when there are no data sockets. */
+static size_t payloadOnCtrl(const socketComm* c, const socketRequest* r) {
+  return c->nSocks == 0 && r->size > (size_t)c->inlineSize ? r->size : 0;
+}
+
+/* The profiler event of the control socket's part of r: the payload bytes it carries (the
+ * inline part, or all of it without data sockets; the record itself is framing). Started
+ * once the size is known (a receive learns it from the record), stopped when that part is
+ * done or failed. */
+static void ctrlEventStart(socketComm* c, socketRequest* r) {
+  if (r->ctrlEvent != 0) return;
+  r->ctrlEvent = 1;
+  if (c->prof == NULL) return;
+  size_t onCtrl = r->size <= (size_t)c->inlineSize || c->nSocks == 0 ? r->size : 0;
+  railnetProfSockStart(c->prof, &r->eh, r->phandle, c->ctrl.fd, r->op, onCtrl);
+}
+
+static void ctrlEventStop(socketComm* c, socketRequest* r) {
+  if (r->ctrlEvent != 1) return;
+  r->ctrlEvent = 2;
+  if (c->prof != NULL) railnetProfStop(c->prof, &r->eh);
+}
+
+static ncclResult_t requestError(socketComm* c, socketRequest* r, ncclResult_t res) {
+  ctrlEventStop(c, r);
+  c->failed = 1;
+  return res;
+}
+
+/* r's part of the control stream is through: its payload, if any is left, goes to the data
+ * sockets (touched collects the sockets that got tasks). */
+static void ctrlDone(socketComm* c, socketRequest* r, uint64_t* touched) {
+  if (r->size > (size_t)c->inlineSize && c->nSocks > 0) railnetSocketTasksPost(c, r, touched);
+  ctrlEventStop(c, r);
+  r->state = REQ_DATA;
+  c->ctrlSeq++;
+}
+
+static socketRequest* ctrlHead(socketComm* c, uint64_t seq) {
+  socketRequest* r = c->bySeq[seq % MAX_REQUESTS];
+  return r != NULL && r->seq == seq && r->state == REQ_CTRL ? r : NULL;
+}
+
+/* Sends: the control bytes of the waiting requests, CTRL_BATCH at a time. */
+static ncclResult_t ctrlSend(socketComm* c, uint64_t* touched) {
+  for (;;) {
+    struct iovec iov[2 * CTRL_BATCH];
+    socketRequest* reqs[CTRL_BATCH];
+    size_t onCtrl[CTRL_BATCH];
+    int n = 0, nr = 0;
+    size_t want = 0;
+    for (socketRequest* r; nr < CTRL_BATCH && (r = ctrlHead(c, c->ctrlSeq + nr)) != NULL; nr++) {
+      ctrlEventStart(c, r);
+      reqs[nr] = r;
+      onCtrl[nr] = payloadOnCtrl(c, r);
+      if (r->ctrlOffset < r->ctrlLen) {
+        iov[n].iov_base = r->ctrl + r->ctrlOffset;
+        iov[n].iov_len = (size_t)(r->ctrlLen - r->ctrlOffset);
+        want += iov[n++].iov_len;
+      }
+      if (r->ctrlDataOffset < onCtrl[nr]) {
+        iov[n].iov_base = r->data + r->ctrlDataOffset;
+        iov[n].iov_len = onCtrl[nr] - r->ctrlDataOffset;
+        want += iov[n++].iov_len;
+      }
+    }
+    if (nr == 0) return ncclSuccess;
+    struct railnetSocketIo io = {0};
+    ncclResult_t res = railnetSocketProgressV(NCCL_SOCKET_SEND, &c->ctrl, iov, n, &io);
+    size_t left = io.moved;
+    int k = 0;
+    for (; k < nr; k++) {
+      socketRequest* r = reqs[k];
+      size_t part = (size_t)(r->ctrlLen - r->ctrlOffset);
+      if (part > left) part = left;
+      r->ctrlOffset += (int)part;
+      left -= part;
+      size_t data = onCtrl[k] - r->ctrlDataOffset;
+      if (data > left) data = left;
+      r->ctrlDataOffset += data;
+      left -= data;
+      if (r->ctrlOffset < r->ctrlLen || r->ctrlDataOffset < onCtrl[k]) break;
+      ctrlDone(c, r, touched);
+    }
+    if (res != ncclSuccess || io.closed) {
+      WARN("NET/Socket : control connection to peer %s %s: the peer process died or closed its comm", c->peer,
+           io.closed ? "was closed" : "failed");
+      return requestError(c, reqs[k < nr ? k : nr - 1], ncclRemoteError);
+    }
+    if (io.moved < want) return ncclSuccess; /* the socket is full */
+    if (nr < CTRL_BATCH) return ncclSuccess;  /* all that waited went */
+  }
+}
+
+/* Receives: bytes of the stream, from the staging buffer first. */
+static size_t stageTake(socketComm* c, void* dst, size_t len) {
+  size_t have = (size_t)(c->stageTail - c->stageHead);
+  if (len > have) len = have;
+  if (len == 0) return 0;
+  memcpy(dst, c->stage + c->stageHead, len);
+  c->stageHead += (int)len;
+  if (c->stageHead == c->stageTail) c->stageHead = c->stageTail = 0;
+  return len;
+}
+
+/* One read of the stream: straight into `direct` (the rest of a large payload, nothing
+ * staged; *toDirect bytes) or into the staging buffer (the bytes staged are returned).
+ * Returns -1 with a WARN if the connection failed. */
+static long ctrlRead(socketComm* c, char* direct, size_t directLen, size_t* toDirect) {
+  struct iovec iov;
+  *toDirect = 0;
+  int straight = direct != NULL && c->stageHead == c->stageTail && directLen >= RAILNET_SOCKET_STAGE / 2;
+  if (straight) {
+    iov.iov_base = direct;
+    iov.iov_len = directLen > (size_t)INT_MAX ? (size_t)INT_MAX : directLen;
+  } else {
+    if (c->stageHead == c->stageTail) c->stageHead = c->stageTail = 0;
+    iov.iov_base = c->stage + c->stageTail;
+    iov.iov_len = (size_t)(RAILNET_SOCKET_STAGE - c->stageTail);
+  }
+  struct railnetSocketIo io = {0};
+  ncclResult_t res = railnetSocketProgressV(NCCL_SOCKET_RECV, &c->ctrl, &iov, 1, &io);
+  if (res != ncclSuccess || io.closed) {
+    WARN("NET/Socket : control connection to peer %s %s: the peer process died or closed its comm", c->peer,
+         io.closed ? "was closed" : "failed");
+    return -1;
+  }
+  if (straight) {
+    *toDirect = io.moved;
+    return 0;
+  }
+  c->stageTail += (int)io.moved;
+  return (long)io.moved;
+}
+
+/* The sender's record of r is in r->ctrl: check it against the posted receive. */
+static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
+  r->recordParsed = 1;
+  ctrlRecord rec;
+  memcpy(&rec, r->ctrl, sizeof(rec));
+  if (rec.size > r->size) {
+    WARN("NET/Socket : peer %s sent a message of %llu bytes but the receive buffer holds %zu bytes: a mismatch "
+         "of sizes between ranks (check that all ranks run the same collective with the same NCCL_PROTO / "
+         "NCCL_ALGO settings)",
+         c->peer, (unsigned long long)rec.size, r->size);
+    return requestError(c, r, ncclInvalidUsage);
+  }
+  if (rec.tag != r->tag) {
+    WARN("NET/Socket : peer %s sent a message with tag %d, the posted receive expects tag %d", c->peer, rec.tag,
+         r->tag);
+    return requestError(c, r, ncclInvalidUsage);
+  }
+  r->size = rec.size;
+  r->ctrlLen += rec.size <= (uint64_t)c->inlineSize ? (int)rec.size : 0;
+  ctrlEventStart(c, r);
+  return ncclSuccess;
+}
+
+/* Moves what the stage holds (then the socket) into r; returns 1 when r's part is complete. */
+static int recvStep(socketComm* c, socketRequest* r, ncclResult_t* res, int* readAgain) {
+  const int rec = (int)sizeof(ctrlRecord);
+  if (!r->recordParsed) {
+    if (r->ctrlOffset == 0 && c->stageTail - c->stageHead >= rec) { /* the usual case: a whole record staged */
+      memcpy(r->ctrl, c->stage + c->stageHead, sizeof(ctrlRecord));
+      c->stageHead += rec;
+      if (c->stageHead == c->stageTail) c->stageHead = c->stageTail = 0;
+      r->ctrlOffset = rec;
+    } else {
+      r->ctrlOffset += (int)stageTake(c, r->ctrl + r->ctrlOffset, rec - r->ctrlOffset);
+    }
+    if (r->ctrlOffset == rec) {
+      *res = recordParse(c, r);
+      if (*res != ncclSuccess) return 0;
+    }
+  }
+  if (r->recordParsed && r->ctrlOffset < r->ctrlLen) /* the inline payload, straight into the buffer */
+    r->ctrlOffset += (int)stageTake(c, r->data + (r->ctrlOffset - rec), r->ctrlLen - r->ctrlOffset);
+  size_t onCtrl = r->recordParsed ? payloadOnCtrl(c, r) : 0;
+  if (r->ctrlOffset == r->ctrlLen && r->ctrlDataOffset < onCtrl)
+    r->ctrlDataOffset += stageTake(c, r->data + r->ctrlDataOffset, onCtrl - r->ctrlDataOffset);
+  if (r->recordParsed && r->ctrlOffset == r->ctrlLen && r->ctrlDataOffset == onCtrl) return 1;
+  /* r took all that was staged: read more */
+  int payload = r->recordParsed && r->ctrlOffset == r->ctrlLen;
+  size_t direct = 0;
+  long n = ctrlRead(c, payload ? r->data + r->ctrlDataOffset : NULL, payload ? onCtrl - r->ctrlDataOffset : 0,
+                    &direct);
+  if (n < 0) {
+    *res = requestError(c, r, ncclRemoteError);
+    return 0;
+  }
+  r->ctrlDataOffset += direct;
+  *readAgain = n > 0 || direct > 0;
+  return 0;
+}
+
+static ncclResult_t ctrlRecv(socketComm* c, uint64_t* touched) {
+  for (socketRequest* r; (r = ctrlHead(c, c->ctrlSeq)) != NULL;) {
+    ncclResult_t res = ncclSuccess;
+    int again = 0;
+    if (recvStep(c, r, &res, &again)) {
+      ctrlDone(c, r, touched);
+      continue;
+    }
+    if (res != ncclSuccess) return res;
+    if (!again) return ncclSuccess; /* nothing more has arrived */
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t railnetSocketCtrlProgress(socketComm* c) {
+  uint64_t touched = 0;
+  ncclResult_t res = c->isSend ? ctrlSend(c, &touched) : ctrlRecv(c, &touched);
+  railnetSocketTasksKick(c, touched);
+  return res;
+}

@@ -1,0 +1,23 @@
+/*
+ * The Socket transport's control stream (net_socket_ctrl.c).
+ */
+#ifndef RAILNET_NET_SOCKET_CTRL_H
+#define RAILNET_NET_SOCKET_CTRL_H
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct socketComm;
+
+/* Moves the control stream of comm c for its requests in posting order: records, inline
+ * payloads, and whole payloads when there are no data sockets; a request whose part of the
+ * stream is through is REQ_DATA, its larger payload posted as tasks to the data sockets. A
+ * failure fails the comm (with a WARN naming the peer) and is returned. */
+ncclResult_t railnetSocketCtrlProgress(struct socketComm* c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
