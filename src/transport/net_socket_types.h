@@ -22,7 +22,7 @@ extern "C" {
 #define MAX_REQUESTS NCCL_NET_MAX_REQUESTS
 /* Bytes of the control stream a receive comm reads ahead at most (records and small payloads
  * of several messages in one system call). */
-#define RAILNET_SOCKET_STAGE (32 * 1024)
+#define RAILNET_SOCKET_STAGE (16 * 1024)
 
 /* One chunk of a message on one data socket. */
 typedef struct {

@@ -107,7 +107,7 @@ TEST_F(NetSocket, ControlStreamStagingKeepsEveryMessageWhole) {
     env.set("NCCL_SOCKET_NTHREADS", nt);
     env.set("NCCL_NSOCKS_PERTHREAD", "2");
     NetPlan plan;
-    const size_t cycle[] = {0, 1, 16, 127, 128, 129, 4096, 16383, 16384, 32767, 32768, 32769, 40000, 0, 8, 100000};
+    const size_t cycle[] = {0, 1, 16, 127, 128, 129, 4096, 8191, 8192, 16383, 16384, 16385, 40000, 0, 8, 100000};
     for (int i = 0; i < 400; i++) plan.sizes.push_back(cycle[i % 16]);
     // and grouped as NCCL posts them: receive buffers larger than what arrives
     for (int g = 0; g < 40; g++) {
