@@ -11,7 +11,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -51,23 +53,23 @@ static int queueRetire(socketComm* c, taskQueue* q) {
   return n;
 }
 
-/* A range of completion ids the kernel released (railnetSocketZcReap's callback). */
+/* A range of completion ids the kernel released (railnetSocketZcReap's callback). They
+ * usually come in order; one that comes early waits in the window's bitmap until the ids
+ * before it are released too. */
 static void zcCompleted(void* arg, uint32_t first, uint32_t last, int copied) {
   taskQueue* q = (taskQueue*)arg;
   if (copied) q->zcCopied |= 1;
-  if (first == q->zcDone) {
-    q->zcDone = last + 1;
-  } else if ((int32_t)(first - q->zcDone) > 0 && q->zcNRanges < ZC_PENDING_RANGES) {
-    q->zcRanges[q->zcNRanges][0] = first;
-    q->zcRanges[q->zcNRanges][1] = last;
-    q->zcNRanges++;
+  for (uint32_t id = first;; id++) {
+    uint32_t ahead = id - q->zcDone;
+    if (ahead < ZC_WINDOW) q->zcEarly[(id % ZC_WINDOW) / 64] |= 1ull << (id % 64);
+    if (id == last) break;
   }
-  for (int i = 0; i < q->zcNRanges; i++) {
-    if (q->zcRanges[i][0] != q->zcDone) continue;
-    q->zcDone = q->zcRanges[i][1] + 1;
-    q->zcRanges[i][0] = q->zcRanges[--q->zcNRanges][0];
-    q->zcRanges[i][1] = q->zcRanges[q->zcNRanges][1];
-    i = -1; /* look again from the start */
+  for (;;) {
+    uint64_t* word = &q->zcEarly[(q->zcDone % ZC_WINDOW) / 64];
+    uint64_t bit = 1ull << (q->zcDone % 64);
+    if (!(*word & bit)) break;
+    *word &= ~bit;
+    q->zcDone++;
   }
 }
 
@@ -105,7 +107,8 @@ static long queueOnce(socketComm* c, int s, taskQueue* q, int tail, int* full) {
     want += len;
     n++;
   }
-  struct railnetSocketIo io = {.zerocopy = q->zc && want >= c->zcMin};
+  /* zero-copy only while the ids in flight fit the completion window */
+  struct railnetSocketIo io = {.zerocopy = q->zc && want >= c->zcMin && q->zcNext - q->zcDone < ZC_WINDOW - IOV_BATCH};
   int askedZc = io.zerocopy;
   ncclResult_t r = railnetSocketProgressV(op, &c->socks[s], iov, n, &io);
   if (askedZc && !io.zerocopy && q->zc) {
@@ -253,33 +256,42 @@ static void helperSleep(helperThread* h) {
   __atomic_store_n(&h->sleeping, 0, __ATOMIC_RELAXED);
 }
 
-/* A socket polled only for its zero-copy completions (events 0) that reports an error
- * instead: its connection is gone (the kernel frees what it held, but say why here). */
-static void zcWaitErrors(socketComm* c, struct pollfd* pfds, int n) {
-  for (int i = 0; i < n; i++) {
-    if (pfds[i].events != 0 || !(pfds[i].revents & (POLLERR | POLLHUP))) continue;
-    int s = 0;
-    while (s < c->nSocks && c->socks[s].fd != pfds[i].fd) s++;
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (s == c->nSocks || getsockopt(pfds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err == 0) continue;
-    taskQueue* q = &c->queues[s];
-    if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) continue;
-    queueReap(c, s, q);
+/* Socket s's queue waits only for zero-copy completions and poll() said nothing for 10 ms:
+ * a connection that failed fails the queue; a connection whose every byte the peer has
+ * acknowledged (SIOCOUTQ 0) holds no page of ours any more, so completions still missing
+ * are taken as done (said once per comm): a lost notification never hangs a request. */
+static void zcWaitCheck(socketComm* c, int s, short revents) {
+  taskQueue* q = &c->queues[s];
+  int err = 0, outq = -1;
+  socklen_t len = sizeof(err);
+  if (revents & (POLLERR | POLLHUP)) getsockopt(c->socks[s].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  else if (revents == 0 && ioctl(c->socks[s].fd, SIOCOUTQ, &outq) != 0) outq = -1;
+  if (err == 0 && outq != 0) return;
+  if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return;
+  queueReap(c, s, q);
+  queueRetire(c, q);
+  int waiting = q->doneHead != __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
+  if (waiting && err != 0) {
+    WARN("NET/Socket : data socket %d to peer %s failed (%s) while its zero-copy sends waited for the kernel: the "
+         "peer process died or the network failed", s, c->peer, strerror(err));
+    queueFail(c, q, ncclRemoteError);
+  } else if (waiting && q->head == __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) && q->zcDone != q->zcNext) {
+    if (!__atomic_exchange_n(&c->zcLostSaid, 1, __ATOMIC_RELAXED))
+      WARN("NET/Socket : data socket %d to peer %s: the peer acknowledged every byte but the kernel reported only %u "
+           "of %u zero-copy completions; taking the rest as done (set RAILNET_SOCKET_ZEROCOPY=0 if this repeats)",
+           s, c->peer, q->zcDone, q->zcNext);
+    q->zcDone = q->zcNext;
+    memset(q->zcEarly, 0, sizeof(q->zcEarly));
     queueRetire(c, q);
-    if (q->doneHead != __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE)) {
-      WARN("NET/Socket : data socket %d to peer %s failed (%s) while its zero-copy sends waited for the kernel: the "
-           "peer process died or the network failed", s, c->peer, strerror(err));
-      queueFail(c, q, ncclRemoteError);
-    }
-    __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
   }
+  __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
 }
 
 void* railnetSocketHelperMain(void* arg) {
   helperThread* h = (helperThread*)arg;
   socketComm* c = h->comm;
   struct pollfd pfds[MAX_SOCKETS];
+  int polled[MAX_SOCKETS];
   while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
     int active = 0, moved = 0, busy = 0;
     for (int k = 0; k < h->count; k++) {
@@ -293,7 +305,8 @@ void* railnetSocketHelperMain(void* arg) {
         pfds[active].fd = c->socks[s].fd;
         /* only zero-copy completions to wait for: they come as POLLERR, which poll always reports */
         pfds[active].events = !toMove ? 0 : c->isSend ? POLLOUT : POLLIN;
-        active++;
+        pfds[active].revents = 0;
+        polled[active++] = s;
       }
     }
     if (moved) continue;
@@ -302,7 +315,9 @@ void* railnetSocketHelperMain(void* arg) {
       continue;
     }
     if (active > 0) {
-      if (poll(pfds, active, 10) > 0) zcWaitErrors(c, pfds, active);
+      poll(pfds, active, 10);
+      for (int i = 0; i < active; i++)
+        if (pfds[i].events == 0) zcWaitCheck(c, polled[i], pfds[i].revents);
       continue;
     }
     helperSleep(h);

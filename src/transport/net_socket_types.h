@@ -44,7 +44,7 @@ typedef struct {
  * mean a new task never lands in a slot still in use.
  */
 #define TASK_QUEUE_LEN (2 * MAX_REQUESTS)
-#define ZC_PENDING_RANGES 8
+#define ZC_WINDOW 1024 /* zero-copy sends in flight per socket at most (more go by copy) */
 typedef struct {
   socketTask tasks[TASK_QUEUE_LEN];
   int tail;           /* next to post (the caller's thread) */
@@ -55,8 +55,7 @@ typedef struct {
   int zc;             /* send with MSG_ZEROCOPY now (SO_ZEROCOPY is set) */
   uint32_t zcNext;    /* completion id of the next zero-copy send */
   uint32_t zcDone;    /* ids below this one were completed by the kernel */
-  uint32_t zcRanges[ZC_PENDING_RANGES][2]; /* completions that came before older ones */
-  int zcNRanges;
+  uint64_t zcEarly[ZC_WINDOW / 64]; /* ids zcDone+1 .. zcDone+ZC_WINDOW-1 completed before zcDone (bit id % ZC_WINDOW) */
   int zcCopied;       /* the kernel copied zero-copy sends of this socket (said once) */
 } taskQueue;
 
@@ -116,6 +115,7 @@ typedef struct socketComm {
   int zcMode;         /* RAILNET_SOCKET_ZEROCOPY: 0 off, 1 on, 2 on until the kernel says it copies */
   size_t zcMin;       /* RAILNET_SOCKET_ZEROCOPY_MIN: sends of fewer bytes copy */
   int zcCopiedSaid;   /* atomic: the INFO that the kernel copies was logged for this comm */
+  int zcLostSaid;     /* atomic: the WARN about missing zero-copy completions was logged */
   socketRequest requests[MAX_REQUESTS];
   char* ctrlBufs;
   uint64_t nextSeq, ctrlSeq;
