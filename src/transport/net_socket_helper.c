@@ -34,8 +34,8 @@ static void taskFinish(socketComm* c, socketTask* t, ncclResult_t res) {
 
 /* The queue's tasks not done fail with res: a failed socket keeps failing. */
 static void queueFail(socketComm* c, taskQueue* q, ncclResult_t res) {
-  int tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
-  for (int i = q->doneHead; i != tail; i++) taskFinish(c, &q->tasks[i % TASK_QUEUE_LEN], res);
+  uint32_t tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
+  for (uint32_t i = q->doneHead; i != tail; i++) taskFinish(c, &q->tasks[i % TASK_QUEUE_LEN], res);
   __atomic_store_n(&q->head, tail, __ATOMIC_RELEASE);
   __atomic_store_n(&q->doneHead, tail, __ATOMIC_RELEASE);
 }
@@ -75,8 +75,8 @@ static void zcCompleted(void* arg, uint32_t first, uint32_t last, int copied) {
 
 /* Reads the socket's zero-copy completions; in automatic mode, stops zero-copy on a socket
  * whose sends the kernel copies anyway (loopback, a veth pair inside one host). */
-static void queueReap(socketComm* c, int s, taskQueue* q) {
-  if (q->zcDone == q->zcNext) return;
+static void queueReap(socketComm* c, int s, taskQueue* q, int always) {
+  if (q->zcDone == q->zcNext && !always) return;
   railnetSocketZcReap(&c->socks[s], zcCompleted, q);
   if (q->zcCopied == 1) {
     q->zcCopied = 2;
@@ -89,12 +89,12 @@ static void queueReap(socketComm* c, int s, taskQueue* q) {
 }
 
 /* One system call's worth of the queue's head tasks; returns bytes moved, -1 on failure. */
-static long queueOnce(socketComm* c, int s, taskQueue* q, int tail, int* full) {
+static long queueOnce(socketComm* c, int s, taskQueue* q, uint32_t tail, int* full) {
   int op = c->isSend ? NCCL_SOCKET_SEND : NCCL_SOCKET_RECV;
   struct iovec iov[IOV_BATCH];
   int n = 0;
   size_t want = 0;
-  for (int i = q->head; i != tail && n < IOV_BATCH && want < SYSCALL_BYTES; i++) {
+  for (uint32_t i = q->head; i != tail && n < IOV_BATCH && want < SYSCALL_BYTES; i++) {
     socketTask* t = &q->tasks[i % TASK_QUEUE_LEN];
     if (!t->evStarted) {
       t->evStarted = 1;
@@ -154,9 +154,9 @@ int railnetSocketQueueProgress(socketComm* c, int s) {
   if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return -1;
   int moved = 0;
   for (;;) {
-    queueReap(c, s, q);
+    queueReap(c, s, q, 0);
     if (queueRetire(c, q) > 0) moved = 1;
-    int tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
+    uint32_t tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
     if (q->head == tail) break;
     int full = 0;
     long n = queueOnce(c, s, q, tail, &full);
@@ -185,13 +185,14 @@ void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) 
     int s = c->nextSock;
     c->nextSock = (c->nextSock + 1) % c->nSocks;
     taskQueue* q = &c->queues[s];
-    int slot = q->tail % TASK_QUEUE_LEN;
+    int slot = (int)(q->tail % TASK_QUEUE_LEN);
     socketTask* t = &q->tasks[slot];
     t->data = r->data + off;
     t->size = size - off < task ? size - off : task;
     t->offset = 0;
     t->result = ncclSuccess;
     t->zc = 0;
+    t->reqSeq = r->seq;
     t->phandle = r->phandle;
     t->eh = NULL;
     t->evStarted = 0;
@@ -256,32 +257,35 @@ static void helperSleep(helperThread* h) {
   __atomic_store_n(&h->sleeping, 0, __ATOMIC_RELAXED);
 }
 
-/* Socket s's queue waits only for zero-copy completions and poll() said nothing for 10 ms:
- * a connection that failed fails the queue; a connection whose every byte the peer has
- * acknowledged (SIOCOUTQ 0) holds no page of ours any more, so completions still missing
- * are taken as done (said once per comm): a lost notification never hangs a request. */
+/* Socket s's queue waits only for zero-copy completions: a connection that failed (or hung
+ * up) fails the queue; a connection whose every byte the peer has acknowledged (SIOCOUTQ 0,
+ * read while this thread owns the socket, so no send can slip in between) holds no page of
+ * ours any more, so completions still missing are taken as done (said once per comm): a lost
+ * notification never hangs a request. */
 static void zcWaitCheck(socketComm* c, int s, short revents) {
   taskQueue* q = &c->queues[s];
+  if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return;
+  queueReap(c, s, q, (revents & POLLERR) != 0); /* late notifications too: a stale POLLERR would spin poll() */
+  queueRetire(c, q);
+  uint32_t tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
+  int waiting = q->doneHead != tail && q->head == tail;
   int err = 0, outq = -1;
   socklen_t len = sizeof(err);
-  if (revents & (POLLERR | POLLHUP)) getsockopt(c->socks[s].fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  else if (revents == 0 && ioctl(c->socks[s].fd, SIOCOUTQ, &outq) != 0) outq = -1;
-  if (err == 0 && outq != 0) return;
-  if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return;
-  queueReap(c, s, q);
-  queueRetire(c, q);
-  int waiting = q->doneHead != __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
-  if (waiting && err != 0) {
-    WARN("NET/Socket : data socket %d to peer %s failed (%s) while its zero-copy sends waited for the kernel: the "
-         "peer process died or the network failed", s, c->peer, strerror(err));
+  if (waiting && (revents & (POLLERR | POLLHUP))) getsockopt(c->socks[s].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (waiting && (err != 0 || (revents & POLLHUP))) {
+    WARN("NET/Socket : data socket %d to peer %s %s while its zero-copy sends waited for the kernel: the peer "
+         "process died or the network failed", s, c->peer, err != 0 ? strerror(err) : "hung up");
     queueFail(c, q, ncclRemoteError);
-  } else if (waiting && q->head == __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) && q->zcDone != q->zcNext) {
-    if (!__atomic_exchange_n(&c->zcLostSaid, 1, __ATOMIC_RELAXED))
-      WARN("NET/Socket : data socket %d to peer %s: the peer acknowledged every byte but the kernel reported only %u "
-           "of %u zero-copy completions; taking the rest as done (set RAILNET_SOCKET_ZEROCOPY=0 if this repeats)",
-           s, c->peer, q->zcDone, q->zcNext);
-    q->zcDone = q->zcNext;
-    memset(q->zcEarly, 0, sizeof(q->zcEarly));
+  } else if (waiting && q->zcDone != q->zcNext && ioctl(c->socks[s].fd, SIOCOUTQ, &outq) == 0 && outq == 0) {
+    queueReap(c, s, q, 0); /* what the last acknowledgement released */
+    if (q->zcDone != q->zcNext) {
+      if (!__atomic_exchange_n(&c->zcLostSaid, 1, __ATOMIC_RELAXED))
+        WARN("NET/Socket : data socket %d to peer %s: the peer acknowledged every byte but the kernel reported only "
+             "%u of %u zero-copy completions; taking the rest as done (set RAILNET_SOCKET_ZEROCOPY=0 if this "
+             "repeats)", s, c->peer, q->zcDone, q->zcNext);
+      q->zcDone = q->zcNext;
+      memset(q->zcEarly, 0, sizeof(q->zcEarly));
+    }
     queueRetire(c, q);
   }
   __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
@@ -317,7 +321,7 @@ void* railnetSocketHelperMain(void* arg) {
     if (active > 0) {
       poll(pfds, active, 10);
       for (int i = 0; i < active; i++)
-        if (pfds[i].events == 0) zcWaitCheck(c, polled[i], pfds[i].revents);
+        if (pfds[i].events == 0 || (pfds[i].revents & POLLERR)) zcWaitCheck(c, polled[i], pfds[i].revents);
       continue;
     }
     helperSleep(h);

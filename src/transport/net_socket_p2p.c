@@ -15,12 +15,17 @@
 #include "net_prof.h"
 
 /* Moves r's tasks from this thread as far as their sockets take them now (what is left goes
- * to the sockets' helper threads: railnetSocketKick). Returns whether all are done. */
+ * to the sockets' helper threads: railnetSocketKick). Returns whether all are done, or one
+ * of them failed. */
 static int tasksProgress(socketComm* c, socketRequest* r) {
   int all = 1;
   for (int i = 0; i < r->nTasks; i++) {
     socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
-    if (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) continue;
+    if (t->reqSeq != r->seq) continue; /* done long ago, its slot reused */
+    if (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) {
+      if (t->result != ncclSuccess) return 1; /* failed: test() reports it now, not after the other chunks */
+      continue;
+    }
     railnetSocketKick(c, r->taskSock[i]);
     if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) all = 0;
   }
@@ -116,11 +121,14 @@ ncclResult_t ncclNetSocketTest(void* request, int* done, int* size) {
   NCCLCHECK(railnetSocketCtrlProgress(c));
   if (r->state != REQ_DATA) return ncclSuccess;
   if (!tasksProgress(c, r)) return ncclSuccess;
+  int all = 1;
   for (int i = 0; i < r->nTasks; i++) {
     socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
-    if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) return ncclSuccess;
-    if (t->result != ncclSuccess) return commError(c, t->result);
+    if (t->reqSeq != r->seq) continue;
+    if (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) all = 0;
+    else if (t->result != ncclSuccess) return commError(c, t->result);
   }
+  if (!all) return ncclSuccess;
   *done = 1;
   if (size) *size = r->size > (size_t)INT_MAX ? INT_MAX : (int)r->size;
   r->state = REQ_FREE;

@@ -30,6 +30,8 @@ typedef struct {
   size_t size;
   size_t offset;      /* bytes moved; written by the socket's owner */
   int done;           /* atomic: moved (and, if sent with MSG_ZEROCOPY, released by the kernel), or failed */
+  uint64_t reqSeq;    /* the request it belongs to: a slot reused under a request not tested for long was
+                         done (slots are reused only after they are done) */
   ncclResult_t result;
   int zc;             /* some of its bytes went with MSG_ZEROCOPY ... */
   uint32_t zcLast;    /* ... the last in the send of this completion id */
@@ -47,9 +49,10 @@ typedef struct {
 #define ZC_WINDOW 1024 /* zero-copy sends in flight per socket at most (more go by copy) */
 typedef struct {
   socketTask tasks[TASK_QUEUE_LEN];
-  int tail;           /* next to post (the caller's thread) */
-  int head;           /* next to move; moved only by the socket's owner */
-  int doneHead;       /* oldest not done: tasks in [doneHead, head) wait for zero-copy completions */
+  /* free-running indices (unsigned: they wrap; TASK_QUEUE_LEN divides 2^32) */
+  uint32_t tail;      /* next to post (the caller's thread) */
+  uint32_t head;      /* next to move; moved only by the socket's owner */
+  uint32_t doneHead;  /* oldest not done: tasks in [doneHead, head) wait for zero-copy completions */
   int owner;          /* atomic: 1 while one thread (a helper or the caller's) moves this socket */
   /* zero-copy sends (send comms; owned like head): */
   int zc;             /* send with MSG_ZEROCOPY now (SO_ZEROCOPY is set) */
