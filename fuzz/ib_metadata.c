@@ -79,6 +79,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   char name[MAX_MERGED_DEV_NAME];
   snprintf(name, sizeof(name), "%.*s", (int)sizeof(m.devName) - 1, m.devName);
   FUZZ_CHECK(strlen(name) < sizeof(m.devName), "device name of %zu bytes", strlen(name));
+  if (m.devs[0].flags & RAILNET_IB_FLAG_FO_RECORDS) /* records.c reads and writes there */
+    for (int d = 0; d < m.ndevs; d++)
+      FUZZ_CHECK(m.foRecAddr != 0 && m.foRecRkeys[d] != 0, "records at 0x%llx, device %d rkey %u",
+                 (unsigned long long)m.foRecAddr, d, m.foRecRkeys[d]);
   (void)sum;
   return 0;
 }

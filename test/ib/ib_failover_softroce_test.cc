@@ -179,6 +179,7 @@ class IbFailover : public IbTwoDevicesTest {
       if (when) *when = netNowNs();
     };
   }
+  void receiverIdle(bool records);
   static size_t countWarns(const char* what) {
     size_t n = 0;
     for (auto& l : LogCapture::lines()) n += l.level == NCCL_LOG_WARN && l.msg.find(what) != std::string::npos;
@@ -468,13 +469,19 @@ TEST_F(IbFailover, ClearToSendLostWithNothingElseInFlight) {
                  "path probe notices, entry rewritten, every byte arrives", (netNowNs() - faultAt) / 1e9);
 }
 
-// The sender's failover needs the receiver's answer, and the receiver calls nothing on its
-// comm for 60 s (between steps, a checkpoint): the sender keeps waiting (a WARN says so once
-// the bound passed; at 14/4 it is 20 s) and does not fail; when the receiver comes back, it
-// answers in its next irecv and the data moves.
-TEST_F(IbFailover, ReceiverIdleForAMinuteWhileTheSenderFailsOver) {
+// The receiver calls nothing on its comm for 25 s (between steps, a checkpoint) while the
+// sender fails over. With completion records (the default) the sender learns what arrived
+// from them and asks nothing more of the receiver: no WARN. Without them
+// (RAILNET_IB_FAILOVER_RECORDS=0, or an older peer) the sender needs the receiver's answer:
+// it keeps waiting (a WARN says so once the bound passed; at 14/4 it is 20 s) and does not
+// fail. Either way, when the receiver comes back its irecv answers and the data moves.
+TEST_F(IbFailover, ReceiverIdleWhileTheSenderFailsOver) { receiverIdle(true); }
+TEST_F(IbFailover, ReceiverIdleWhileTheSenderFailsOverWithoutRecords) { receiverIdle(false); }
+
+void IbFailover::receiverIdle(bool records) {
   env.set("NCCL_IB_TIMEOUT", "14");
   env.set("NCCL_IB_RETRY_CNT", "4");
+  env.set("RAILNET_IB_FAILOVER_RECORDS", records ? "1" : "0");
   LogCapture cap;
   const size_t msg = 1 << 20;
   connect(msg * 2);
@@ -491,12 +498,14 @@ TEST_F(IbFailover, ReceiverIdleForAMinuteWhileTheSenderFailsOver) {
     ASSERT_EQ(ib->isend(sc, src.data(), msg, 0, smh, nullptr, &sreq), ncclSuccess) << LogCapture::all();
   ASSERT_TRUE(LogCapture::contains("port failover: rxe2", NCCL_LOG_WARN)) << LogCapture::all();
   long long idleFrom = netNowNs();
-  while (netNowNs() - idleFrom < 60000000000LL) {
+  while (netNowNs() - idleFrom < 25000000000LL) {
     ASSERT_EQ(ib->isend(sc, src.data(), msg, 0, smh, nullptr, &sreq), ncclSuccess) << LogCapture::all();
     ASSERT_EQ(sreq, nullptr) << "a send went out before the receiver posted anything";
     usleep(1000);
   }
-  EXPECT_TRUE(LogCapture::contains("has not answered the failover query for", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_EQ(LogCapture::contains("has not answered the failover query for", NCCL_LOG_WARN), !records)
+      << LogCapture::all();
+  EXPECT_EQ(LogCapture::contains("learned from its completion records", NCCL_LOG_INFO), records) << LogCapture::all();
   // the receiver is back: its irecv answers the query, the message moves on rxe0
   void* data = dst.data();
   size_t size = msg;
@@ -505,20 +514,92 @@ TEST_F(IbFailover, ReceiverIdleForAMinuteWhileTheSenderFailsOver) {
   ASSERT_EQ(ib->irecv(rc, 1, &data, &size, &tag, &rmh, nullptr, &rreq), ncclSuccess) << LogCapture::all();
   ASSERT_NE(rreq, nullptr);
   long long deadline = netNowNs() + 60000000000LL;
+  int rdone = 0, got = -1;
   while (sreq == nullptr && netNowNs() < deadline) {
     ASSERT_EQ(ib->isend(sc, src.data(), msg, 0, smh, nullptr, &sreq), ncclSuccess) << LogCapture::all();
-    int done = 0;
-    ASSERT_EQ(ib->test(rreq, &done, nullptr), ncclSuccess) << LogCapture::all();
+    if (!rdone) {
+      ASSERT_EQ(ib->test(rreq, &rdone, &got), ncclSuccess) << LogCapture::all();
+    }
   }
   ASSERT_NE(sreq, nullptr) << LogCapture::all();
   std::string err;
-  int got = -1;
   EXPECT_TRUE(netWait(ib, sreq, nullptr, deadline, &err)) << err << LogCapture::all();
-  EXPECT_TRUE(netWait(ib, rreq, &got, deadline, &err)) << err << LogCapture::all();
+  if (!rdone) {
+    EXPECT_TRUE(netWait(ib, rreq, &got, deadline, &err)) << err << LogCapture::all();
+  }
   EXPECT_EQ(got, (int)msg);
   EXPECT_TRUE(netPatternCheck(dst.data(), msg, 100, nullptr));
-  faultMatrixRow("ib", "fused, link down, receiver idle 60 s, failover=1", "sender waits (WARN), no failure; data moves",
+  faultMatrixRow("ib", records ? "fused, link down, receiver idle 25 s, failover=1"
+                                : "fused, link down, receiver idle 25 s, failover=1, no records",
+                 records ? "sender reads the records, no WARN; data moves" : "sender waits (WARN), no failure; data moves",
                  (netNowNs() - t0) / 1e9);
+}
+
+// The sender learns what arrived without the receiver's CPU (records.c): the path of rxe2
+// drops every packet (its ports stay ACTIVE), 8 messages go out (their clear-to-send
+// entries written by irecvs posted before; half of them on rxe2, lost), and the receiver
+// calls nothing until every send completed: the sender's path probe fails rxe2 over, the
+// sender reads the receiver's completion records over rxe0 and replays what they lack (the
+// messages of rxe2, and only those). Then the receiver
+// tests its receives (every byte right) and the comm keeps moving data (the receiver's late
+// answer to the query changes nothing). At NCCL's default timeouts.
+TEST_F(IbFailover, SendsInFlightCompleteWhileTheReceiverCallsNothing) {
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  const int n = 8;
+  connect(msg * n);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  ASSERT_EQ(stream(4, msg, 1, 2, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  void* rreq[n] = {};
+  void* sreq[n] = {};
+  for (int k = 0; k < n; k++) {
+    netPatternFill(src.data() + k * msg, msg, 200 + k);
+    memset(dst.data() + k * msg, 0, msg);
+    void* data = dst.data() + k * msg;
+    size_t size = msg;
+    int tag = 0;
+    ASSERT_EQ(ib->irecv(rc, 1, &data, &size, &tag, &rmh, nullptr, &rreq[k]), ncclSuccess) << LogCapture::all();
+    ASSERT_NE(rreq[k], nullptr);
+  }
+  ASSERT_TRUE(shQuiet("tc qdisc add dev veth2 root netem loss 100%"));
+  long long t0 = netNowNs();
+  long long deadline = netNowNs() + 120000000000LL;
+  for (int k = 0; k < n; k++)  // the receiver's entries are written: each isend goes out
+    while (sreq[k] == nullptr && netNowNs() < deadline)
+      ASSERT_EQ(ib->isend(sc, src.data() + k * msg, msg, 0, smh, nullptr, &sreq[k]), ncclSuccess) << LogCapture::all();
+  int sent = 0;
+  bool done[n] = {};
+  while (sent < n && netNowNs() < deadline) {  // the sender alone
+    for (int k = 0; k < n; k++) {
+      int d = 0;
+      if (done[k]) continue;
+      ASSERT_EQ(ib->test(sreq[k], &d, nullptr), ncclSuccess) << LogCapture::all();
+      if (d) done[k] = true, sent++;
+    }
+  }
+  ASSERT_EQ(sent, n) << "sends still pending while the receiver calls nothing\n" << LogCapture::all();
+  printf("  all %d sends done %.2f s after the path went silent, the receiver idle\n", n, (netNowNs() - t0) / 1e9);
+  std::string settled;
+  for (auto& l : LogCapture::lines())
+    if (l.msg.find("learned from its completion records") != std::string::npos) settled = l.msg;
+  printf("  %s\n", settled.c_str());
+  ASSERT_NE(settled, "") << LogCapture::all();
+  // the 4 messages of rxe2 (one chunk each) replayed; none of rxe0's
+  EXPECT_NE(settled.find(" 4 chunk(s) replayed"), std::string::npos) << settled;
+  for (int k = 0; k < n; k++) {
+    std::string err;
+    int got = -1;
+    EXPECT_TRUE(netWait(ib, rreq[k], &got, deadline, &err)) << err << LogCapture::all();
+    EXPECT_EQ(got, (int)msg);
+    size_t bad = 0;
+    EXPECT_TRUE(netPatternCheck(dst.data() + k * msg, msg, 200 + k, &bad)) << "message " << k << " byte " << bad;
+  }
+  ASSERT_EQ(stream(16, msg, 1, 4, nullptr, netNowNs() + 120000000000LL, &sends, &recvs), "") << LogCapture::all();
+  EXPECT_EQ(countWarns("is broken"), 0u) << LogCapture::all();
+  ASSERT_TRUE(shQuiet("tc qdisc del dev veth2 root"));
+  faultMatrixRow("ib", "fused, silent path, 8 sends in flight, receiver idle, failover=1",
+                 "sender reads the records, replays, completes; no byte lost", (netNowNs() - t0) / 1e9);
 }
 
 // Two failovers of one comm (NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=2): rxe2's link goes
@@ -571,6 +652,40 @@ TEST_F(IbFailover, RecoveredLinkCarriesTrafficAgain) {
   printf("recovery: rxe2 back %.1f s after its link came up; it sent %ld packets of the next 16 MiB\n", secs,
          after2 - before2);
   faultMatrixRow("ib", "fused, link down then up, recovery=1", "device taken back, carries traffic again", secs);
+}
+
+// A device taken back by port recovery is watched by a path probe again: rxe2's path drops
+// every packet (its probe notices, fails over; the probe QP is in error now), the path is
+// healthy again (recovery takes rxe2 back), then it drops every packet once more: a new
+// probe QP notices within its bound and the comm fails over again (the recovered device
+// may fail once more), every byte arrives. At NCCL's default timeouts, where the data QPs
+// alone would retry for ever on soft-RoCE.
+TEST_F(IbFailover, RecoveredDeviceIsProbedAgain) {
+  fastRecovery();
+  LogCapture cap;
+  const size_t msg = 1 << 20;
+  connect(msg * 8);
+  if (HasFatalFailure()) return;
+  int sends = 0, recvs = 0;
+  const char* silent = "tc qdisc add dev veth2 root netem loss 100%";
+  ASSERT_EQ(stream(16, msg, 1, 8, faultBefore(4, {silent}, nullptr), netNowNs() + 120000000000LL, &sends, &recvs), "")
+      << LogCapture::all();
+  ASSERT_EQ(countWarns("its path probe got no acknowledgement"), 1u) << LogCapture::all();
+  ASSERT_TRUE(shQuiet("tc qdisc del dev veth2 root"));
+  ASSERT_EQ(bringRxe2Back(msg, &sends, &recvs), "") << LogCapture::all();
+  // the receiver's answer to the new probe request connects the new probe QP
+  long long silentAt = 0;
+  std::string err =
+      stream(32, msg, 1, 8, faultBefore(8, {silent}, &silentAt), netNowNs() + 120000000000LL, &sends, &recvs);
+  EXPECT_EQ(err, "") << LogCapture::all();
+  EXPECT_EQ(recvs, 32);
+  EXPECT_EQ(countWarns("its path probe got no acknowledgement"), 2u) << LogCapture::all();
+  EXPECT_EQ(countWarns("port failover: rxe2"), 2u) << LogCapture::all();
+  double warn = firstLogSecs("its path probe got no acknowledgement", NCCL_LOG_WARN, silentAt);
+  printf("  recovered rxe2 went silent: its new probe noticed in %.2f s\n", warn);
+  EXPECT_GE(warn, 0.0);
+  faultMatrixRow("ib", "fused, silent path, recovered, silent again, recovery=1",
+                 "new probe QP notices, second failover, every byte arrives", (netNowNs() - silentAt) / 1e9);
 }
 
 }  // namespace

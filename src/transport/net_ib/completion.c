@@ -119,6 +119,12 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     if ((wc->wr_id & 0xff) < NCCL_IB_MAX_DEVS_PER_NIC) fo->probeInFlight[wc->wr_id & 0xff] = 0;
     return ncclSuccess;
   }
+  if (fo && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the receiver's completion records are here (records.c) */
+    if (q >= 0 && !fo->dead[q]) base->qps[q].sqPosted--;
+    if (fo->readState == RAILNET_IB_FO_READ_POSTED && (wc->wr_id & 0xffff) == (fo->readRound & 0xffff))
+      fo->readState = RAILNET_IB_FO_READ_DONE;
+    return ncclSuccess;
+  }
   if (fo && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* port recovery's check of a new QP */
     fo->aliveInFlight--;
     return ncclSuccess;

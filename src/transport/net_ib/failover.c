@@ -98,6 +98,7 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
   struct railnetIbFoMsg state;
   memset(&state, 0, sizeof(state));
   state.type = RAILNET_IB_FO_STATE;
+  state.fifoHead = query->nEntries ? query->entries[0].id : 0; /* the query's round, echoed */
   int missing = 0;
   for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
     struct ncclIbRequest* r = comm->recvReqs[s];
@@ -156,7 +157,28 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
 
 /* ------------------------------------------------------------------ sender */
 
-/* The chunks of the gone QPs: replayed where the receiver lacks them, done where it has them. */
+static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* st);
+
+/* While a query waits: the read of the receiver's completion records (records.c) settles it
+ * without the receiver's CPU; a read lost with its QP is made again on another. */
+static ncclResult_t readStep(struct ncclIbSendComm* comm) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  if (fo->readState == RAILNET_IB_FO_READ_POSTED && fo->dead[fo->readQp]) fo->readState = RAILNET_IB_FO_READ_NONE;
+  if (fo->readState == RAILNET_IB_FO_READ_NONE) NCCLCHECK(railnetIbFoRecordsRead(base));
+  if (fo->readState == RAILNET_IB_FO_READ_POSTED) {
+    int n = 0;
+    NCCLCHECK(railnetIbPollDev(base, base->qps[fo->readQp].devIndex, &n));
+  }
+  if (fo->readState != RAILNET_IB_FO_READ_DONE || base->failed) return ncclSuccess;
+  fo->readState = RAILNET_IB_FO_READ_NONE;
+  NCCLCHECK(applyState(comm, NULL));
+  fo->state = RAILNET_IB_FO_IDLE; /* the receiver's answer, when it comes, changes nothing */
+  return ncclSuccess;
+}
+
+/* The chunks of the gone QPs: replayed where the receiver lacks them, done where it has them;
+ * what the receiver has comes from its answer st, or (st NULL) from its completion records. */
 static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* st) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
@@ -165,8 +187,9 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
     struct ncclIbRequest* first = comm->sendReqs[s][0];
     if (fo->chunkPending[s] == 0 || first == NULL) continue;
     uint64_t missing = 0;
-    for (uint32_t e = 0; e < st->nEntries; e++)
+    for (uint32_t e = 0; st && e < st->nEntries; e++)
       if (st->entries[e].id == first->id) missing = st->entries[e].missing;
+    if (st == NULL) missing = railnetIbFoRecordsMissing(base, s, first->id);
     for (int i = 0; i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
       uint64_t bit = 1ull << i;
       int q = fo->chunkQp[s][i];
@@ -191,8 +214,9 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
   }
   char peer[SOCKET_NAME_MAXLEN];
   INFO(NCCL_NET, "NET/IB : port failover of the send comm with %s done: %d chunk(s) replayed on the %d QP(s) left, "
-       "%d had arrived (%s)", railnetIbPeerStr(base, peer), replayed, railnetIbFoLiveQps(base), arrived,
-       fo->why[0] ? fo->why : "a failure the peer saw");
+       "%d had arrived (%s; learned from %s)", railnetIbPeerStr(base, peer), replayed, railnetIbFoLiveQps(base), arrived,
+       fo->why[0] ? fo->why : "a failure the peer saw",
+       st ? "the receiver's answer" : "its completion records, read over a QP left");
   return ncclSuccess;
 }
 
@@ -228,11 +252,15 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     memset(&m, 0, sizeof(m));
     m.type = RAILNET_IB_FO_QUERY;
     m.fifoHead = base->fifoHead;
+    m.nEntries = 1;
+    m.entries[0].id = ++fo->queryRound; /* echoed in the answer: a late answer is known as such */
     NCCLCHECK(railnetIbFoSend(base, &m, "failover query"));
     for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
     fo->state = RAILNET_IB_FO_WAIT;
     fo->stateNs = now + answerBoundNs(fo);
+    fo->readState = RAILNET_IB_FO_READ_NONE;
   }
+  if (fo->state == RAILNET_IB_FO_WAIT && railnetIbFoRecordsOn(base)) NCCLCHECK(readStep(comm));
   if (fo->state == RAILNET_IB_FO_WAIT && fo->sockClosed) {
     WARN("NET/IB : port failover: %s closed its connection before it answered the failover query: its process "
          "exited or its comm failed (look at its log); the comm fails", railnetIbPeerStr(base, peer));
@@ -269,6 +297,10 @@ static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
       } else if (fo->in.type == RAILNET_IB_FO_RECOVER_ACK || fo->in.type == RAILNET_IB_FO_RECOVER_NACK) {
         struct railnetIbFoMsg m = fo->in;
         NCCLCHECK(railnetIbRecoveryAnswer(comm, &m));
+      } else if (fo->in.type == RAILNET_IB_FO_STATE && railnetIbFoRecordsOn(base) &&
+                 (fo->state != RAILNET_IB_FO_WAIT || fo->in.fifoHead != fo->queryRound)) {
+        /* the answer to a query its completion records settled already */
+        NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
       } else if (fo->in.type == RAILNET_IB_FO_STATE && fo->state == RAILNET_IB_FO_WAIT) {
         NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));
         NCCLCHECK(applyState(comm, &fo->in));

@@ -7,14 +7,17 @@
  *   1. whichever side sees the error marks the QPs of that device gone and moves them to the
  *      error state; the receiver tells the sender (NOTIFY);
  *   2. the sender stops taking new fifo slots, waits NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY
- *      ms and asks (QUERY: the gone QPs, its next fifo position);
- *   3. the receiver moves those QPs to the error state too, takes in every completion they
- *      produced, rewrites the clear-to-send entries the sender has not taken over the QPs
- *      left (and waits until they landed), and answers with each receive in flight and the
- *      chunks of it that have not arrived (STATE);
- *   4. the sender replays exactly those chunks on the QPs left; the rest of what it had in
- *      flight on the gone QPs arrived. A chunk is one QP's share of a message: its writes,
- *      the sizes record and the write with immediate (id, chunk number).
+ *      ms, reads the receiver's completion records (records.c) over a QP left and asks
+ *      (QUERY: the gone QPs, its next fifo position, the query's number);
+ *   3. the records settle it without the receiver's CPU: the sender replays exactly the
+ *      chunks they lack on the QPs left and goes on; the rest of what it had in flight on
+ *      the gone QPs arrived. A chunk is one QP's share of a message: its writes, the sizes
+ *      record and the write with immediate (id, chunk number) that writes its record;
+ *   4. the receiver, in its next call, moves those QPs to the error state too, takes in every
+ *      completion they produced, rewrites the clear-to-send entries the sender has not taken
+ *      over the QPs left (and waits until they landed), and answers with each receive in
+ *      flight and the chunks of it that have not arrived (STATE, echoing the query's number):
+ *      what settles the query when the peer keeps no records (or the read was lost).
  * The receiver completes a receive once each of its chunks arrived once; a chunk seen twice
  * is dropped. More failures than NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS, or no QP left:
  * the comm fails as without failover.
@@ -82,7 +85,27 @@ struct railnetIbFailover {
   uint8_t probeInFlight[NCCL_IB_MAX_DEVS_PER_NIC];
   uint8_t probeFailed[NCCL_IB_MAX_DEVS_PER_NIC];
   uint64_t probeNs;
+  /* completion records (records.c): this side's buffer and its registrations; sender: where
+   * the receiver's are (recRemAddr 0: the peer has none), the read under way (READ_* state,
+   * the QP it went on, its round) */
+  struct railnetIbFoRecords* recs;
+  uint64_t recRemAddr;
+  uint32_t recRemRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  int readState, readQp;
+  uint32_t readRound;
+  uint64_t queryRound;                 /* sender: queries sent (a query carries its number, the answer echoes it) */
 };
+
+/* What a chunk's last write stores in the receiver's records, and what a read brings back. */
+struct railnetIbFoRecords {
+  uint64_t rec[RAILNET_IB_FIFO_SLOTS][RAILNET_IB_FO_MAX_CHUNKS]; /* receiver: the records; sender: the last read */
+  uint64_t src[RAILNET_IB_FIFO_SLOTS]; /* sender: what slot s's chunks write (its message's fifo position + 1) */
+  struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
+};
+enum { RAILNET_IB_FO_READ_NONE = 0, RAILNET_IB_FO_READ_POSTED, RAILNET_IB_FO_READ_DONE };
+
+/* wr_id of the sender's read of the receiver's completion records (| round & 0xffff) */
+#define RAILNET_IB_FO_READ (1ull << 19)
 
 /* wr_id of the sender's path probes (| device index) */
 #define RAILNET_IB_FO_PROBE (1ull << 18)
@@ -125,6 +148,10 @@ int railnetIbFoPortGone(struct ncclIbNetCommBase* base, int d, const char* cause
  * closes; 1 if there was one. By number: the new QP of device d numbered qpNum (the
  * receiver's first data on it says the sender uses it), its index or -1. */
 int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q);
+/* A QP taken out of use (replaced by recovery, or an old probe QP): kept until the comm
+ * closes, its last completions may still come; 0 when the list was full and it was
+ * destroyed at once. */
+int railnetIbFoRetireQp(struct railnetIbFailover* fo, struct ibv_qp* qp);
 int railnetIbFoAdoptByNum(struct ncclIbNetCommBase* base, int d, uint32_t qpNum);
 
 /* ---- failover_msg.c: the messages over the comm's socket */
@@ -147,6 +174,26 @@ ncclResult_t railnetIbRecoveryAnswer(struct ncclIbSendComm* comm, const struct r
 /* Receiver: a REQUEST (new QPs connected to the sender's, or NACK) or DONE (they are used). */
 ncclResult_t railnetIbRecoveryRecv(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* m);
 
+/* ---- records.c: the receiver's completion records, read one-sidedly by the sender */
+/* Receiver of a failover comm: registers its records on each device and names them in meta
+ * (RAILNET_IB_FLAG_FO_RECORDS). Sender: takes the receiver's records from its metadata (none
+ * from an older peer) and registers its own read buffer. */
+ncclResult_t railnetIbFoRecordsRecvSetup(struct ncclIbNetCommBase* base, struct ncclIbConnectionMetadata* meta);
+ncclResult_t railnetIbFoRecordsSendSetup(struct ncclIbNetCommBase* base, const struct ncclIbConnectionMetadata* rem);
+void railnetIbFoRecordsFree(struct railnetIbFailover* fo);
+/* Sender: whether its chunks end with a record write (the receiver has records). */
+int railnetIbFoRecordsOn(struct ncclIbNetCommBase* base);
+/* Sender: fills wr/sge with chunk i of slot s's record write (fifo position id + 1) on qp;
+ * the caller makes it the write with immediate, the last of the chunk. */
+void railnetIbFoRecordWr(struct ncclIbNetCommBase* base, int s, int i, uint64_t id, struct ncclIbQp* qp,
+                         struct ibv_send_wr* wr, struct ibv_sge* sge);
+/* Sender: posts the read of every record on a QP not gone (RAILNET_IB_FO_READ_POSTED); does
+ * nothing when none has room now. */
+ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base);
+/* Sender, after a read: the chunks of the message at fifo position id (slot s) whose record
+ * does not say they arrived. */
+uint64_t railnetIbFoRecordsMissing(struct ncclIbNetCommBase* base, int s, uint64_t id);
+
 /* ---- probe.c: path probes, driven by failover.c */
 /* Sender: sets the probes up (PROBE_REQ) once, then posts one empty RDMA write per device in
  * use every RAILNET_IB_PATH_PROBE_INTERVAL ms on the device's probe QP (a QP of its own with
@@ -158,6 +205,10 @@ ncclResult_t railnetIbProbeSendStep(struct ncclIbSendComm* comm, uint64_t now);
 /* Sender: the receiver's PROBE_ACK. Receiver: a PROBE_REQ (answered with PROBE_ACK). */
 ncclResult_t railnetIbProbeAnswer(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* m);
 ncclResult_t railnetIbProbeRecv(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* m);
+/* Sender: device d was taken back by port recovery: its probe QP (failed with the path) is
+ * replaced by a new one, connected through another PROBE_REQ/ACK; the device is probed again
+ * once the receiver answered. */
+ncclResult_t railnetIbProbeRenew(struct ncclIbSendComm* comm, int d);
 
 /* ---- failover.c: the exchange (called by the API calls of p2p.c only) */
 /* One step: look at the socket for the peer's message (every call while a failover is under

@@ -47,6 +47,7 @@ void railnetIbFoFree(struct ncclIbNetCommBase* base) {
   for (int i = 0; i < fo->nReplaced; i++) wrap_ibv_destroy_qp(fo->replaced[i]);
   for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
     if (fo->probeQps[d]) wrap_ibv_destroy_qp(fo->probeQps[d]);
+  railnetIbFoRecordsFree(fo);
   free(fo);
   base->fo = NULL;
 }
@@ -214,14 +215,20 @@ int railnetIbFoPortGone(struct ncclIbNetCommBase* base, int d, const char* cause
   return takeDevice(base, d, cause);
 }
 
+int railnetIbFoRetireQp(struct railnetIbFailover* fo, struct ibv_qp* qp) {
+  if (fo->nReplaced < (int)(sizeof(fo->replaced) / sizeof(fo->replaced[0]))) {
+    fo->replaced[fo->nReplaced++] = qp; /* its last completions may still come */
+    return 1;
+  }
+  wrap_ibv_destroy_qp(qp);
+  return 0;
+}
+
 int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL || q < 0 || q >= base->nqps || fo->newQps[q] == NULL) return 0;
   int d = base->qps[q].devIndex, wasInUse = railnetIbFoDevInUse(base, d);
-  if (fo->nReplaced < (int)(sizeof(fo->replaced) / sizeof(fo->replaced[0])))
-    fo->replaced[fo->nReplaced++] = base->qps[q].qp; /* its last completions may still come */
-  else
-    wrap_ibv_destroy_qp(base->qps[q].qp);
+  railnetIbFoRetireQp(fo, base->qps[q].qp);
   base->qps[q].qp = fo->newQps[q];
   base->qps[q].sqPosted = 0;
   fo->newQps[q] = NULL;

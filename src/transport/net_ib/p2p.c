@@ -110,7 +110,8 @@ static int slotFits(struct ncclIbSendComm* comm, int nreqs, size_t lastSize, int
   struct ncclIbNetCommBase* base = &comm->base;
   size_t size0 = nreqs == 1 ? lastSize : 0;
   /* as multiSend decides: a sizes record (a multi-receive, or matching by id) or adaptive routing */
-  *wrs = nreqs + (nreqs > 1 || base->matchById || (comm->ar && (int64_t)size0 > ncclIbArThreshold));
+  *wrs = nreqs + (nreqs > 1 || base->matchById || (comm->ar && (int64_t)size0 > ncclIbArThreshold)) +
+         railnetIbFoRecordsOn(base);
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbChunkQp(base, base->fifoHead, i);
     if (qp == NULL || qp->sqPosted + *wrs > base->sqDepth) return 0;

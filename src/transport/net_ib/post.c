@@ -30,8 +30,8 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   int nreqs = reqs[0]->nreqs;
   int per = railnetIbChunksPerMsg(base);
   int d = qp->devIndex;
-  struct ibv_send_wr wrs[NCCL_NET_IB_MAX_RECVS + 1];
-  struct ibv_sge sges[NCCL_NET_IB_MAX_RECVS + 1];
+  struct ibv_send_wr wrs[NCCL_NET_IB_MAX_RECVS + 2];
+  struct ibv_sge sges[NCCL_NET_IB_MAX_RECVS + 2];
   memset(wrs, 0, sizeof(wrs));
   for (int r = 0; r < nreqs; r++) {
     size_t size = reqs[r]->send.size;
@@ -56,8 +56,10 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
                  : base->matchById ? (uint32_t)reqs[0]->id
                                    : (uint32_t)reqs[0]->send.size;
   struct ibv_send_wr* last = &wrs[nreqs - 1];
+  int nwrs = separateImm ? nreqs + 1 : nreqs;
   if (separateImm) {
     last = &wrs[nreqs];
+    last->wr_id = (uint64_t)slot | ((uint64_t)i << 8);
     if (sizesRecord) {
       sges[nreqs].addr = (uintptr_t)comm->sizes[slot];
       sges[nreqs].length = (uint32_t)(nreqs * sizeof(int));
@@ -71,6 +73,12 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
       last->wr.rdma.rkey = rem[0].rkeys[qp->remDevIndex];
     }
   }
+  if (railnetIbFoRecordsOn(base)) { /* failover.h: the chunk's completion record comes last */
+    last->next = &wrs[nwrs];
+    last = &wrs[nwrs];
+    railnetIbFoRecordWr(base, slot, i, reqs[0]->id, qp, last, &sges[nwrs]);
+    nwrs++;
+  }
   last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   last->imm_data = htobe32(imm);
   last->send_flags = IBV_SEND_SIGNALED;
@@ -78,7 +86,7 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   last->next = NULL;
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
-  base->work.wrs += (uint64_t)(separateImm ? nreqs + 1 : nreqs);
+  base->work.wrs += (uint64_t)nwrs;
   qp->sqPosted += comm->slotWrs[slot];
   /* its completion also ends the unsignaled eager writes before it on this QP (eager.h) */
   comm->slotWrs[slot] = (uint8_t)(comm->slotWrs[slot] + qp->eagerUnsig);

@@ -72,6 +72,8 @@ ncclResult_t railnetIbProbeAnswer(struct ncclIbSendComm* comm, const struct rail
       probesOff(base, "the receiver's probe QPs could not be connected");
       return ncclSuccess;
     }
+    fo->probeFailed[d] = 0;
+    fo->probeInFlight[d] = 0;
   }
   fo->probeState = PROBE_READY;
   return ncclSuccess;
@@ -85,7 +87,13 @@ ncclResult_t railnetIbProbeRecv(struct ncclIbRecvComm* comm, const struct railne
   ack.type = RAILNET_IB_FO_PROBE_ACK;
   for (uint32_t e = 0; e < m->nEntries; e++) {
     int sd = (int)(m->entries[e].id & 0xff), d = (int)(m->entries[e].id >> 8);
-    if (d >= base->vProps.ndevs || sd >= base->nRemDevs || fo->probeQps[d] != NULL) {
+    /* a probe QP asked for again (its device came back through port recovery) replaces the
+     * old one: one probe QP per device at any time */
+    if (d < base->vProps.ndevs && fo->probeQps[d] != NULL) {
+      railnetIbFoRetireQp(fo, fo->probeQps[d]);
+      fo->probeQps[d] = NULL;
+    }
+    if (d >= base->vProps.ndevs || sd >= base->nRemDevs) {
       char peer[SOCKET_NAME_MAXLEN];
       WARN("NET/IB : %s sent a path probe request for devices %d -> %d of a comm of %d -> %d devices: the peer is "
            "broken", railnetIbPeerStr(base, peer), sd, d, base->nRemDevs, base->vProps.ndevs);
@@ -99,6 +107,31 @@ ncclResult_t railnetIbProbeRecv(struct ncclIbRecvComm* comm, const struct railne
     ack.nEntries++;
   }
   return railnetIbFoSend(base, &ack, "path probe answer");
+}
+
+ncclResult_t railnetIbProbeRenew(struct ncclIbSendComm* comm, int d) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbFailover* fo = base->fo;
+  int rd = peerDevOf(base, d);
+  if (fo->probeIntervalMs == 0 || fo->probeState != PROBE_READY || fo->probeQps[d] == NULL || rd < 0)
+    return ncclSuccess; /* probes off, or not set up yet (setup() makes one for every device) */
+  railnetIbFoRetireQp(fo, fo->probeQps[d]);
+  fo->probeQps[d] = NULL;
+  fo->probeFailed[d] = 1; /* until the receiver connected the new one */
+  fo->probeInFlight[d] = 0;
+  if (railnetIbQpCreate(base, d, &fo->probeQps[d]) != ncclSuccess) {
+    probesOff(base, "a new probe QP for a recovered device could not be created");
+    return ncclSuccess;
+  }
+  struct railnetIbFoMsg m;
+  memset(&m, 0, sizeof(m));
+  m.type = RAILNET_IB_FO_PROBE_REQ;
+  m.entries[0].id = (uint64_t)(d | (rd << 8));
+  m.entries[0].missing = fo->probeQps[d]->qp_num;
+  m.nEntries = 1;
+  NCCLCHECK(railnetIbFoSend(base, &m, "path probe request"));
+  fo->probeState = PROBE_WAIT_ACK;
+  return ncclSuccess;
 }
 
 static ncclResult_t post(struct ncclIbSendComm* comm, int d) {

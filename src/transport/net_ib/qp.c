@@ -10,6 +10,7 @@
 #include "ibvqp.h"
 #include "ibvwrap.h"
 #include "param.h"
+#include "resiliency.h"
 
 enum { P_TIMEOUT, P_RETRY_CNT, P_PKEY };
 static const railnetParam qpParams[] = {
@@ -115,7 +116,9 @@ ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex
 }
 
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out) {
-  return railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE, out);
+  /* a failover receiver's QPs serve the sender's read of its completion records (failover.h) */
+  int read = !base->isSend && railnetIbParamPortFailover() ? IBV_ACCESS_REMOTE_READ : 0;
+  return railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | read, out);
 }
 
 ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp, int remDevIndex,

@@ -133,6 +133,7 @@ static ncclResult_t finish(struct ncclIbSendComm* comm) {
   fo->failedNs[d] = 0;
   fo->recAttempts[d] = 0;
   fo->recState = REC_IDLE;
+  NCCLCHECK(railnetIbProbeRenew(comm, d)); /* its probe QP may have gone with the failure */
   char peer[SOCKET_NAME_MAXLEN], dev[96];
   INFO(NCCL_NET, "NET/IB : port recovery: %s carries the send comm's traffic to %s again (%u QP(s), %d alive batch(es) "
        "of %d writes passed)", devStr(base, d, dev, sizeof(dev)), railnetIbPeerStr(base, peer),

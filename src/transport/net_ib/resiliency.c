@@ -9,7 +9,7 @@ enum {
   P_FAILOVER, P_FAILOVER_MAX_ATTEMPTS, P_FAILOVER_PROBE_DELAY,
   P_RECOVERY, P_RECOVERY_START_DELAY, P_RECOVERY_ATTEMPTS_MAX, P_ALIVE_BATCH_INTERVAL, P_ALIVE_BATCH_SIZE,
   P_ALIVE_SEQUENCE_SIZE, P_ALIVE_TIMEOUT, P_ACK_TIMEOUT, P_PATH_PROBE_INTERVAL, P_PATH_PROBE_TIMEOUT,
-  P_PATH_PROBE_RETRY_CNT
+  P_PATH_PROBE_RETRY_CNT, P_FAILOVER_RECORDS
 };
 #define MS_MAX 3600000
 static const railnetParam resiliencyParams[] = {
@@ -49,12 +49,17 @@ static const railnetParam resiliencyParams[] = {
     [P_PATH_PROBE_RETRY_CNT] = RAILNET_PARAM_INT_DEF(
         "RAILNET_IB_PATH_PROBE_RETRY_CNT", 6, 0, 6,
         "Port failover: retries of a probe before its path counts as lost (17 and 6: 3.8 s)"),
+    [P_FAILOVER_RECORDS] = RAILNET_PARAM_INT_DEF(
+        "RAILNET_IB_FAILOVER_RECORDS", 1, 0, 1,
+        "Port failover, receiver: 1: keep completion records the sender reads with an RDMA READ after a failure, "
+        "so it learns what arrived without this process calling the comm; 0: only the socket exchange tells"),
 };
 RAILNET_PARAM_TABLE("net_ib/resiliency", resiliencyParams);
 
 int railnetIbParamPortFailover(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER]); }
 int railnetIbParamPortRecovery(void) { return (int)railnetParamInt(&resiliencyParams[P_RECOVERY]); }
 int railnetIbParamFailoverMaxAttempts(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_MAX_ATTEMPTS]); }
+int railnetIbParamFailoverRecords(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_RECORDS]); }
 int railnetIbParamFailoverProbeDelay(void) { return (int)railnetParamInt(&resiliencyParams[P_FAILOVER_PROBE_DELAY]); }
 
 void railnetIbRecoveryParams(struct railnetIbRecoveryParams* p) {

@@ -17,6 +17,8 @@ int railnetIbParamPortFailover(void);
 int railnetIbParamPortRecovery(void);
 int railnetIbParamFailoverMaxAttempts(void);
 int railnetIbParamFailoverProbeDelay(void);
+/* RAILNET_IB_FAILOVER_RECORDS: a failover receiver keeps completion records (records.c). */
+int railnetIbParamFailoverRecords(void);
 /* The _PORT_RECOVERY_* variables (milliseconds, counts). */
 struct railnetIbRecoveryParams {
   int startDelayMs, attemptsMax, batchIntervalMs, batchSize, sequenceSize, aliveTimeoutMs, ackTimeoutMs;

@@ -47,6 +47,13 @@ ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, co
          RAILNET_IB_EAGER_MAX_BYTES, (unsigned long long)m->eagerAddr);
     return ncclRemoteError;
   }
+  int badRkey = 0;
+  for (int i = 0; i < m->ndevs; i++) badRkey |= m->foRecRkeys[i] == 0;
+  if ((m->devs[0].flags & RAILNET_IB_FLAG_FO_RECORDS) && (m->foRecAddr == 0 || badRkey)) {
+    WARN("NET/IB : peer %s announced failover completion records without an address (0x%llx) or an rkey for each of "
+         "its %d devices", peer, (unsigned long long)m->foRecAddr, m->ndevs);
+    return ncclRemoteError;
+  }
   for (int q = 0; q < m->nqps; q++) {
     if (m->qpInfo[q].devIndex < 0 || m->qpInfo[q].devIndex >= m->ndevs || m->qpInfo[q].qpn == 0 ||
         m->qpInfo[q].qpn > 0xffffff) {

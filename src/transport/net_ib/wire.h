@@ -44,6 +44,11 @@ extern "C" {
  * asks, the receiver agrees (then eagerSize is the agreed size) */
 #define RAILNET_IB_FLAG_EAGER 0x4
 #define RAILNET_IB_EAGER_MAX_BYTES 1024 /* the largest eagerSize (a ring slot) */
+/* ncclIbDevInfo.flags of the receiver's first device, with RAILNET_IB_FLAG_FAILOVER: foRecAddr /
+ * foRecRkeys name its completion records (failover.h): the sender's last write of each chunk
+ * lands there, and a sender failing over reads them with an RDMA READ (0 from older peers:
+ * then only the socket exchange says what arrived) */
+#define RAILNET_IB_FLAG_FO_RECORDS 0x8
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
@@ -98,7 +103,12 @@ struct ncclIbConnectionMetadata {
   uint64_t fifoAddr;                   /* sender: its fifo; receiver: its sizes records */
   struct ncclIbDevInfo devs[NCCL_IB_MAX_DEVS_PER_NIC];
   struct ncclIbQpInfo qpInfo[NCCL_IB_MAX_QPS];
-  char devName[MAX_MERGED_DEV_NAME - 16];
+  char devName[MAX_MERGED_DEV_NAME - 56];
+  /* RAILNET_IB_FLAG_FO_RECORDS: the receiver's completion records (uint64_t
+   * [RAILNET_IB_FIFO_SLOTS][RAILNET_IB_FO_MAX_CHUNKS]: record (s, i) holds fifo position + 1 of
+   * the last message of slot s whose chunk i arrived) and their rkey per device */
+  uint64_t foRecAddr;
+  uint32_t foRecRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
   /* RAILNET_IB_FLAG_EAGER (eager.h): sender: its credit word (in its fifo's registration) and
    * its RAILNET_IB_EAGER_SIZE; receiver: its ring and the size agreed */
   uint64_t eagerAddr;
@@ -114,6 +124,9 @@ _Static_assert(offsetof(struct ncclIbSendFifo, idx) == 56, "clear-to-send entry:
 _Static_assert(sizeof(struct ncclIbDevInfo) == 40, "connection metadata (device): version 1 layout");
 _Static_assert(offsetof(struct ncclIbDevInfo, eagerRkey) == 12 && offsetof(struct ncclIbDevInfo, gid) == 16,
                "connection metadata (device): version 3 layout");
+_Static_assert(offsetof(struct ncclIbConnectionMetadata, foRecAddr) ==
+                   40 + NCCL_IB_MAX_DEVS_PER_NIC * 40 + NCCL_IB_MAX_QPS * 28 + MAX_MERGED_DEV_NAME - 56,
+               "connection metadata: completion records after the device name");
 _Static_assert(offsetof(struct ncclIbConnectionMetadata, eagerAddr) ==
                    40 + NCCL_IB_MAX_DEVS_PER_NIC * 40 + NCCL_IB_MAX_QPS * 28 + MAX_MERGED_DEV_NAME - 16,
                "connection metadata: version 3 layout");
