@@ -11,25 +11,10 @@
 #include <sys/uio.h>
 #include "socket.h"
 
-ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iovec* iov, int iovcnt,
-                                    struct railnetSocketIo* io) {
-  if (sock == NULL || sock->fd < 0 || io == NULL || iovcnt < 0) return ncclInvalidArgument;
-  io->closed = 0;
-  io->moved = 0;
-  io->zcSends = 0;
-  if (iovcnt == 1 && !(op == NCCL_SOCKET_SEND && io->zerocopy) && iov[0].iov_len > 0) {
-    /* the common small case: one buffer, one plain send/recv */
-    ssize_t n = op == NCCL_SOCKET_RECV ? recv(sock->fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT)
-                                       : send(sock->fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      io->moved = (size_t)n;
-      iov[0].iov_base = (char*)iov[0].iov_base + n;
-      iov[0].iov_len -= (size_t)n;
-      return ncclSuccess; /* whole, or short: the socket is full (send) or empty (recv) */
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
-    /* end of stream, EINTR, errors: the general path below says what happened */
-  }
+/* Several buffers, zero-copy sends, and what the fast path below leaves: end of stream,
+ * EINTR, errors. Out of line, so that the fast path's call stays cheap. */
+static __attribute__((noinline)) ncclResult_t progressGeneral(int op, struct ncclSocket* sock, struct iovec* iov,
+                                                              int iovcnt, struct railnetSocketIo* io) {
   while (iovcnt > 0 && iov[0].iov_len == 0) iov++, iovcnt--;
   while (iovcnt > 0) {
     size_t want = iov[0].iov_len;
@@ -76,6 +61,27 @@ ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iove
     return ncclRemoteError;
   }
   return ncclSuccess;
+}
+
+ncclResult_t railnetSocketProgressV(int op, struct ncclSocket* sock, struct iovec* iov, int iovcnt,
+                                    struct railnetSocketIo* io) {
+  if (sock == NULL || sock->fd < 0 || io == NULL || iovcnt < 0) return ncclInvalidArgument;
+  io->closed = 0;
+  io->moved = 0;
+  io->zcSends = 0;
+  if (iovcnt == 1 && iov[0].iov_len > 0 && !(op == NCCL_SOCKET_SEND && io->zerocopy)) {
+    /* the common small case: one buffer, one plain send/recv */
+    ssize_t n = op == NCCL_SOCKET_RECV ? recv(sock->fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT)
+                                       : send(sock->fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      io->moved = (size_t)n;
+      iov[0].iov_base = (char*)iov[0].iov_base + n;
+      iov[0].iov_len -= (size_t)n;
+      return ncclSuccess; /* whole, or short: the socket is full (send) or empty (recv) */
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+  }
+  return progressGeneral(op, sock, iov, iovcnt, io);
 }
 
 int railnetSocketZcReap(struct ncclSocket* sock, void (*done)(void* arg, uint32_t first, uint32_t last, int copied),

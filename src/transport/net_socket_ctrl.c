@@ -65,8 +65,29 @@ static socketRequest* ctrlHead(socketComm* c, uint64_t seq) {
   return r != NULL && r->seq == seq && r->state == REQ_CTRL ? r : NULL;
 }
 
-/* Sends: the control bytes of the waiting requests, CTRL_BATCH at a time. */
-static ncclResult_t ctrlSend(socketComm* c, uint64_t* touched) {
+static void ctrlBroken(socketComm* c, int closed) {
+  WARN("NET/Socket : control connection to peer %s %s: the peer process died or closed its comm", c->peer,
+       closed ? "was closed" : "failed");
+}
+
+/* Sends, the usual case: one request waits, with only its record and inline payload. */
+static ncclResult_t ctrlSendOne(socketComm* c, socketRequest* r, uint64_t* touched) {
+  ctrlEventStart(c, r);
+  struct iovec iov = {.iov_base = r->ctrl + r->ctrlOffset, .iov_len = (size_t)(r->ctrlLen - r->ctrlOffset)};
+  struct railnetSocketIo io = {0};
+  ncclResult_t res = railnetSocketProgressV(NCCL_SOCKET_SEND, &c->ctrl, &iov, 1, &io);
+  if (res != ncclSuccess || io.closed) {
+    ctrlBroken(c, io.closed);
+    return requestError(c, r, ncclRemoteError);
+  }
+  r->ctrlOffset += (int)io.moved;
+  if (r->ctrlOffset == r->ctrlLen) ctrlDone(c, r, touched);
+  return ncclSuccess;
+}
+
+/* Sends: the control bytes of the waiting requests, CTRL_BATCH at a time (out of line: its
+ * arrays would make every call pay for their stack frame). */
+static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint64_t* touched) {
   for (;;) {
     struct iovec iov[2 * CTRL_BATCH];
     socketRequest* reqs[CTRL_BATCH];
@@ -107,13 +128,20 @@ static ncclResult_t ctrlSend(socketComm* c, uint64_t* touched) {
       ctrlDone(c, r, touched);
     }
     if (res != ncclSuccess || io.closed) {
-      WARN("NET/Socket : control connection to peer %s %s: the peer process died or closed its comm", c->peer,
-           io.closed ? "was closed" : "failed");
+      ctrlBroken(c, io.closed);
       return requestError(c, reqs[k < nr ? k : nr - 1], ncclRemoteError);
     }
     if (io.moved < want) return ncclSuccess; /* the socket is full */
     if (nr < CTRL_BATCH) return ncclSuccess;  /* all that waited went */
   }
+}
+
+static ncclResult_t ctrlSend(socketComm* c, uint64_t* touched) {
+  socketRequest* head = ctrlHead(c, c->ctrlSeq);
+  if (head == NULL) return ncclSuccess;
+  if (ctrlHead(c, c->ctrlSeq + 1) == NULL && payloadOnCtrl(c, head) == 0 && head->ctrlOffset < head->ctrlLen)
+    return ctrlSendOne(c, head, touched);
+  return ctrlSendBatch(c, touched);
 }
 
 /* Receives: bytes of the stream, from the staging buffer first. */
@@ -145,8 +173,7 @@ static long ctrlRead(socketComm* c, char* direct, size_t directLen, size_t* toDi
   struct railnetSocketIo io = {0};
   ncclResult_t res = railnetSocketProgressV(NCCL_SOCKET_RECV, &c->ctrl, &iov, 1, &io);
   if (res != ncclSuccess || io.closed) {
-    WARN("NET/Socket : control connection to peer %s %s: the peer process died or closed its comm", c->peer,
-         io.closed ? "was closed" : "failed");
+    ctrlBroken(c, io.closed);
     return -1;
   }
   if (straight) {
@@ -189,7 +216,7 @@ static int recvStep(socketComm* c, socketRequest* r, ncclResult_t* res, int* rea
       c->stageHead += rec;
       if (c->stageHead == c->stageTail) c->stageHead = c->stageTail = 0;
       r->ctrlOffset = rec;
-    } else {
+    } else if (c->stageHead != c->stageTail) {
       r->ctrlOffset += (int)stageTake(c, r->ctrl + r->ctrlOffset, rec - r->ctrlOffset);
     }
     if (r->ctrlOffset == rec) {
@@ -234,6 +261,6 @@ static ncclResult_t ctrlRecv(socketComm* c, uint64_t* touched) {
 ncclResult_t railnetSocketCtrlProgress(socketComm* c) {
   uint64_t touched = 0;
   ncclResult_t res = c->isSend ? ctrlSend(c, &touched) : ctrlRecv(c, &touched);
-  railnetSocketTasksKick(c, touched);
+  if (touched != 0) railnetSocketTasksKick(c, touched);
   return res;
 }
