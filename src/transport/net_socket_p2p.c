@@ -118,9 +118,14 @@ ncclResult_t ncclNetSocketTest(void* request, int* done, int* size) {
   socketComm* c = r->comm;
   *done = 0;
   if (c->failed) return ncclRemoteError;
-  NCCLCHECK(railnetSocketCtrlProgress(c));
-  if (r->state != REQ_DATA) return ncclSuccess;
-  if (!tasksProgress(c, r)) return ncclSuccess;
+  /* a request already through needs no progress of the others: the requests posted since
+   * then wait for the test of one that is not, and leave together (one system call for a
+   * burst of small messages instead of one each) */
+  if (r->state != REQ_DATA || (r->nTasks > 0 && !tasksProgress(c, r))) {
+    NCCLCHECK(railnetSocketCtrlProgress(c));
+    if (r->state != REQ_DATA) return ncclSuccess;
+    if (r->nTasks > 0 && !tasksProgress(c, r)) return ncclSuccess;
+  }
   int all = 1;
   for (int i = 0; i < r->nTasks; i++) {
     socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
