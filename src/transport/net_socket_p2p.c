@@ -109,6 +109,15 @@ static ncclResult_t commError(socketComm* c, ncclResult_t res) {
   return res;
 }
 
+/* Whether r's tasks are all done (or one failed), without moving any. */
+static int tasksThrough(socketComm* c, socketRequest* r) {
+  for (int i = 0; i < r->nTasks; i++) {
+    socketTask* t = &c->queues[r->taskSock[i]].tasks[r->taskIdx[i]];
+    if (t->reqSeq == r->seq && !__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) return 0;
+  }
+  return 1;
+}
+
 ncclResult_t ncclNetSocketTest(void* request, int* done, int* size) {
   socketRequest* r = (socketRequest*)request;
   if (r == NULL || done == NULL || r->state == REQ_FREE) {
@@ -121,7 +130,7 @@ ncclResult_t ncclNetSocketTest(void* request, int* done, int* size) {
   /* a request already through needs no progress of the others: the requests posted since
    * then wait for the test of one that is not, and leave together (one system call for a
    * burst of small messages instead of one each) */
-  if (r->state != REQ_DATA || (r->nTasks > 0 && !tasksProgress(c, r))) {
+  if (r->state != REQ_DATA || (r->nTasks > 0 && !tasksThrough(c, r))) {
     NCCLCHECK(railnetSocketCtrlProgress(c));
     if (r->state != REQ_DATA) return ncclSuccess;
     if (r->nTasks > 0 && !tasksProgress(c, r)) return ncclSuccess;
