@@ -158,6 +158,14 @@ class IbFailover : public IbTwoDevicesTest {
     env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "50");
     env.set("NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "3");
   }
+  // Recovery on (fastRecovery), connected, 16 messages of 1 MiB with fault run before the
+  // fifth: the comm fails over. "" or what went wrong.
+  std::string recoverableFailover(const char* fault, int* sends, int* recvs) {
+    fastRecovery();
+    connect((1 << 20) * 8);
+    if (HasFatalFailure()) return "connect failed";
+    return stream(16, 1 << 20, 1, 8, faultBefore(4, {fault}, nullptr), netNowNs() + 120000000000LL, sends, recvs);
+  }
   // veth2 up again; messages of msg bytes keep the comm progressing until the sender says
   // rxe2 carries its traffic again (at most 60 s). "" or what went wrong.
   std::string bringRxe2Back(size_t msg, int* sends, int* recvs) {
@@ -628,14 +636,10 @@ TEST_F(IbFailover, TwoFailoversInARow) {
 // Recovery on: the link comes back, the device is taken back (new QPs, alive checks) and
 // carries its share of the messages again (rxe2's counters grow).
 TEST_F(IbFailover, RecoveredLinkCarriesTrafficAgain) {
-  fastRecovery();
   LogCapture cap;
   const size_t msg = 1 << 20;
-  connect(msg * 8);
-  if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
-  ASSERT_EQ(stream(16, msg, 1, 8, faultBefore(4, {"ip link set veth2 down"}, nullptr), netNowNs() + 120000000000LL,
-                   &sends, &recvs), "") << LogCapture::all();
+  ASSERT_EQ(recoverableFailover("ip link set veth2 down", &sends, &recvs), "") << LogCapture::all();
   ASSERT_TRUE(LogCapture::contains("port failover: rxe", NCCL_LOG_WARN)) << LogCapture::all();
   long long up = netNowNs();
   // traffic keeps the comm progressing while the sender brings rxe2 back
@@ -661,15 +665,11 @@ TEST_F(IbFailover, RecoveredLinkCarriesTrafficAgain) {
 // may fail once more), every byte arrives. At NCCL's default timeouts, where the data QPs
 // alone would retry for ever on soft-RoCE.
 TEST_F(IbFailover, RecoveredDeviceIsProbedAgain) {
-  fastRecovery();
   LogCapture cap;
   const size_t msg = 1 << 20;
-  connect(msg * 8);
-  if (HasFatalFailure()) return;
   int sends = 0, recvs = 0;
   const char* silent = "tc qdisc add dev veth2 root netem loss 100%";
-  ASSERT_EQ(stream(16, msg, 1, 8, faultBefore(4, {silent}, nullptr), netNowNs() + 120000000000LL, &sends, &recvs), "")
-      << LogCapture::all();
+  ASSERT_EQ(recoverableFailover(silent, &sends, &recvs), "") << LogCapture::all();
   ASSERT_EQ(countWarns("its path probe got no acknowledgement"), 1u) << LogCapture::all();
   ASSERT_TRUE(shQuiet("tc qdisc del dev veth2 root"));
   ASSERT_EQ(bringRxe2Back(msg, &sends, &recvs), "") << LogCapture::all();

@@ -326,12 +326,16 @@ TEST_F(IbFaultMatrix, PeerKilledDuringClose) {
 // would retransmit across the outage (correct data); soft-RoCE fails every posted request
 // at once with "local QP operation error" instead. Either way: correct data, or an error
 // within the bound with a WARN that names the port as down; and a comm made after the link
-// is back works.
-TEST_F(IbFaultMatrix, LinkDownOneSecondThenUpAgain) {
+// is back works. At NCCL's defaults too (20 / 7: a NIC would retransmit 4.3 s after the
+// outage began).
+class IbLinkFlap : public IbFaultMatrix, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(IbLinkFlap, LinkDownOneSecondThenUpAgain) {
   std::string why = vethOrWhy();
   if (!why.empty()) RAILNET_SKIP(why);
-  env.set("NCCL_IB_TIMEOUT", "18");
-  env.set("NCCL_IB_RETRY_CNT", "7");
+  bool atDefaults = GetParam();
+  env.set("NCCL_IB_TIMEOUT", atDefaults ? nullptr : "18");
+  env.set("NCCL_IB_RETRY_CNT", atDefaults ? nullptr : "7");
   init();
   LogCapture cap;
   std::unique_ptr<Pipe> p = pair(1 << 20);
@@ -366,8 +370,11 @@ TEST_F(IbFaultMatrix, LinkDownOneSecondThenUpAgain) {
   ASSERT_TRUE(q) << LogCapture::all();
   EXPECT_EQ(pump(*q, 2, 20, netNowNs() + 60000000000LL), "") << LogCapture::all();
   q->close();
-  faultMatrixRow("ib", "link down 1 s, then up again", outcome + "; new comm correct", secs);
+  faultMatrixRow("ib", atDefaults ? "link down 1 s, then up again (defaults)" : "link down 1 s, then up again",
+                 outcome + "; new comm correct", secs);
 }
+INSTANTIATE_TEST_SUITE_P(Timeouts, IbLinkFlap, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "NcclDefaults" : "Short"; });
 
 // The link goes down and stays down: with a short retry budget (NCCL_IB_TIMEOUT=12,
 // NCCL_IB_RETRY_CNT=2) the transfer fails within the bound (soft-RoCE: at once, "local QP

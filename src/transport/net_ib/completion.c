@@ -78,6 +78,10 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
     ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
   if (flushQp)
     snprintf(what, sizeof(what), "GPUDirect flush read");
+  else if (base->isSend && (wc->wr_id & RAILNET_IB_FO_READ))
+    snprintf(what, sizeof(what), "RDMA read of the receiver's port failover completion records");
+  else if (base->isSend && (wc->wr_id & (RAILNET_IB_FO_PROBE | RAILNET_IB_FO_ALIVE)))
+    snprintf(what, sizeof(what), "port failover %s write", (wc->wr_id & RAILNET_IB_FO_PROBE) ? "path probe" : "alive");
   else if (base->isSend)
     snprintf(what, sizeof(what), "data RDMA write of fifo slot %llu", (unsigned long long)wc->wr_id);
   else
@@ -116,11 +120,14 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     return ncclSuccess;
   }
   if (fo && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe came back (probe.c) */
-    if ((wc->wr_id & 0xff) < NCCL_IB_MAX_DEVS_PER_NIC) fo->probeInFlight[wc->wr_id & 0xff] = 0;
+    int pd = (int)(wc->wr_id & 0xff);
+    if (pd < NCCL_IB_MAX_DEVS_PER_NIC && fo->probeQps[pd] && fo->probeQps[pd]->qp_num == wc->qp_num)
+      fo->probeInFlight[pd] = 0; /* (a late one of a probe QP retired by recovery changes nothing) */
     return ncclSuccess;
   }
   if (fo && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the receiver's completion records are here (records.c) */
     if (q >= 0 && !fo->dead[q]) base->qps[q].sqPosted--;
+    fo->readsOut--;
     if (fo->readState == RAILNET_IB_FO_READ_POSTED && (wc->wr_id & 0xffff) == (fo->readRound & 0xffff))
       fo->readState = RAILNET_IB_FO_READ_DONE;
     return ncclSuccess;

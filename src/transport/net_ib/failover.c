@@ -12,6 +12,7 @@
 #include "socket.h"
 
 #define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
+#define READ_MIN_DELAY_NS 100000000ull      /* a gone QP stopped at least 100 ms before its records are read */
 
 /* Bounds from the configured timeouts (README, port failover): a rewritten clear-to-send
  * lands, or its QP fails, within the QPs' retry time; the receiver answers a query once its
@@ -165,7 +166,8 @@ static ncclResult_t readStep(struct ncclIbSendComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
   if (fo->readState == RAILNET_IB_FO_READ_POSTED && fo->dead[fo->readQp]) fo->readState = RAILNET_IB_FO_READ_NONE;
-  if (fo->readState == RAILNET_IB_FO_READ_NONE) NCCLCHECK(railnetIbFoRecordsRead(base));
+  if (fo->readState == RAILNET_IB_FO_READ_NONE && fo->readsOut == 0 && railnetClockNs() >= fo->readNs)
+    NCCLCHECK(railnetIbFoRecordsRead(base));
   if (fo->readState == RAILNET_IB_FO_READ_POSTED) {
     int n = 0;
     NCCLCHECK(railnetIbPollDev(base, base->qps[fo->readQp].devIndex, &n));
@@ -259,6 +261,10 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     fo->state = RAILNET_IB_FO_WAIT;
     fo->stateNs = now + answerBoundNs(fo);
     fo->readState = RAILNET_IB_FO_READ_NONE;
+    /* what the gone QPs sent before they were stopped may still be on its way: a record read
+     * too early would have a chunk replayed that lands anyway (README: port failover) */
+    uint64_t delay = (uint64_t)fo->probeDelayMs * 1000000ull;
+    fo->readNs = now + (delay < READ_MIN_DELAY_NS ? READ_MIN_DELAY_NS - delay : 0);
   }
   if (fo->state == RAILNET_IB_FO_WAIT && railnetIbFoRecordsOn(base)) NCCLCHECK(readStep(comm));
   if (fo->state == RAILNET_IB_FO_WAIT && fo->sockClosed) {

@@ -91,8 +91,10 @@ struct railnetIbFailover {
   struct railnetIbFoRecords* recs;
   uint64_t recRemAddr;
   uint32_t recRemRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
-  int readState, readQp;
+  int readState, readQp, readsOut;     /* ... reads posted and not completed (either way) */
   uint32_t readRound;
+  uint64_t readNs;                     /* no read before (the gone QPs' last packets had time to land) */
+  uint8_t probeRenew[NCCL_IB_MAX_DEVS_PER_NIC]; /* probe.c: device d's new probe QP waits for the receiver */
   uint64_t queryRound;                 /* sender: queries sent (a query carries its number, the answer echoes it) */
 };
 

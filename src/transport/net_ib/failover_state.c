@@ -175,9 +175,15 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
     fo->aliveFailed = 1;
     return 1;
   }
+  if (base->isSend && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the read of the receiver's records (records.c) */
+    fo->readsOut--;
+    if (fo->readState == RAILNET_IB_FO_READ_POSTED && (wc->wr_id & 0xffff) == (fo->readRound & 0xffff))
+      fo->readState = RAILNET_IB_FO_READ_NONE; /* made again on another QP; its QP is judged below */
+  }
   if (base->isSend && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe failed (probe.c) */
     int pd = (int)(wc->wr_id & 0xff);
     if (pd >= base->vProps.ndevs) return 0;
+    if (fo->probeQps[pd] == NULL || fo->probeQps[pd]->qp_num != wc->qp_num) return 1; /* a probe QP retired */
     fo->probeInFlight[pd] = 0;
     fo->probeFailed[pd] = 1;
     if (!railnetIbFoDevInUse(base, pd)) return 1; /* flushed: the device went another way */

@@ -59,13 +59,16 @@ static ncclResult_t setup(struct ncclIbSendComm* comm) {
 ncclResult_t railnetIbProbeAnswer(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* m) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
-  if (fo->probeState != PROBE_WAIT_ACK) {
+  int renewals = 0;
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) renewals += fo->probeRenew[d];
+  if (fo->probeState != PROBE_WAIT_ACK && renewals == 0) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : %s answered a path probe request that was not made: the peer is broken", railnetIbPeerStr(base, peer));
     return railnetIbFoFail(base);
   }
   for (uint32_t e = 0; e < m->nEntries; e++) {
     int d = (int)(m->entries[e].id & 0xff), rd = (int)(m->entries[e].id >> 8);
+    if (fo->probeState != PROBE_WAIT_ACK && (d >= base->vProps.ndevs || !fo->probeRenew[d])) continue;
     if (d >= base->vProps.ndevs || rd >= base->nRemDevs || fo->probeQps[d] == NULL ||
         railnetIbQpConnectTimed(base, d, fo->probeQps[d], rd, (uint32_t)m->entries[e].missing, fo->probeTimeout,
                                 fo->probeRetryCnt) != ncclSuccess) {
@@ -74,6 +77,7 @@ ncclResult_t railnetIbProbeAnswer(struct ncclIbSendComm* comm, const struct rail
     }
     fo->probeFailed[d] = 0;
     fo->probeInFlight[d] = 0;
+    fo->probeRenew[d] = 0;
   }
   fo->probeState = PROBE_READY;
   return ncclSuccess;
@@ -113,8 +117,9 @@ ncclResult_t railnetIbProbeRenew(struct ncclIbSendComm* comm, int d) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
   int rd = peerDevOf(base, d);
-  if (fo->probeIntervalMs == 0 || fo->probeState != PROBE_READY || fo->probeQps[d] == NULL || rd < 0)
-    return ncclSuccess; /* probes off, or not set up yet (setup() makes one for every device) */
+  if (fo->probeIntervalMs == 0 || fo->probeState != PROBE_READY || fo->probeQps[d] == NULL || rd < 0 ||
+      fo->probeRenew[d])
+    return ncclSuccess; /* probes off, not set up yet (setup() makes one for every device), or asked already */
   railnetIbFoRetireQp(fo, fo->probeQps[d]);
   fo->probeQps[d] = NULL;
   fo->probeFailed[d] = 1; /* until the receiver connected the new one */
@@ -130,7 +135,7 @@ ncclResult_t railnetIbProbeRenew(struct ncclIbSendComm* comm, int d) {
   m.entries[0].missing = fo->probeQps[d]->qp_num;
   m.nEntries = 1;
   NCCLCHECK(railnetIbFoSend(base, &m, "path probe request"));
-  fo->probeState = PROBE_WAIT_ACK;
+  fo->probeRenew[d] = 1; /* the other devices keep their probes meanwhile */
   return ncclSuccess;
 }
 
@@ -159,7 +164,7 @@ ncclResult_t railnetIbProbeSendStep(struct ncclIbSendComm* comm, uint64_t now) {
   if (fo->probeIntervalMs == 0 || fo->probeState == PROBE_OFF || fo->probeState == PROBE_WAIT_ACK) return ncclSuccess;
   if (fo->probeState == PROBE_NONE) return setup(comm);
   for (int d = 0; d < base->vProps.ndevs; d++) {
-    if (fo->probeQps[d] == NULL || fo->probeFailed[d] || !railnetIbFoDevInUse(base, d)) continue;
+    if (fo->probeQps[d] == NULL || fo->probeFailed[d] || fo->probeRenew[d] || !railnetIbFoDevInUse(base, d)) continue;
     if (fo->probeInFlight[d]) { /* its completion may be all that moves on this device */
       int n = 0;
       NCCLCHECK(railnetIbPollDev(base, d, &n));

@@ -117,7 +117,7 @@ ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex
 
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out) {
   /* a failover receiver's QPs serve the sender's read of its completion records (failover.h) */
-  int read = !base->isSend && railnetIbParamPortFailover() ? IBV_ACCESS_REMOTE_READ : 0;
+  int read = !base->isSend && railnetIbParamPortFailover() && railnetIbParamFailoverRecords() ? IBV_ACCESS_REMOTE_READ : 0;
   return railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | read, out);
 }
 

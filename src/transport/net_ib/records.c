@@ -6,9 +6,13 @@
  * receiver's record (slot, chunk): the message's fifo position + 1. On one QP writes execute
  * in order and a write with immediate that executed has produced the receiver's completion,
  * so a record that holds the position says the whole chunk arrived and will be counted; one
- * that does not says the chunk's last write never executed (the receiver will not count it,
- * so a replay is safe). A sender failing over reads all records (16 KiB) with one RDMA READ
- * on a QP not gone: the receiver's NIC answers, whether or not its process calls the comm.
+ * that does not says the chunk's last write has not executed yet. The sender stopped the
+ * gone QP (error state) when it declared it gone and reads no earlier than 100 ms after
+ * that (failover.c), so nothing of it is still on its way; a late original that lands anyway
+ * is dropped by the receiver (matching.c). (A single-packet write with immediate places its
+ * payload only once it took a receive: pre-posted receives make a receiver-not-ready rare.)
+ * A sender failing over reads all records (16 KiB) with one RDMA READ on a QP not gone: the
+ * receiver's NIC answers, whether or not its process calls the comm.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -94,6 +98,7 @@ ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base) {
     wr.wr_id = RAILNET_IB_FO_READ | (uint64_t)(++fo->readRound & 0xffff);
     NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
     qp->sqPosted++;
+    fo->readsOut++;
     base->work.wrs++;
     fo->readState = RAILNET_IB_FO_READ_POSTED;
     fo->readQp = q;

@@ -113,6 +113,9 @@ ncclResult_t railnetIbCommAlloc(int isSend, struct ncclIbNetCommBase** out) {
   /* the sender's writes: one per slot takes all the slots (a multi-receive or an
    * adaptive-routing message takes more and waits for room); the receiver's writes: see qpCreate */
   b->sqDepth = isSend ? RAILNET_IB_FIFO_SLOTS : 2 * RAILNET_IB_FIFO_SLOTS;
+  /* a failover sender's slot takes three (data, sizes, completion record: failover.h) and all
+   * slots may end up on one QP, beside the read of the records */
+  if (isSend && railnetIbFoWanted()) b->sqDepth = 3 * RAILNET_IB_FIFO_SLOTS + 1;
   b->prof = railnetProfGet(RAILNET_PROF_IB);
   b->sock.fd = -1;
   b->sock.acceptFd = -1;
