@@ -258,6 +258,12 @@ static ncclResult_t ctrlRecv(socketComm* c, uint64_t* touched) {
   return ncclSuccess;
 }
 
+int railnetSocketCtrlCanWait(socketComm* c) {
+  if (!c->isSend) return 0;
+  socketRequest* r = ctrlHead(c, c->ctrlSeq);
+  return r == NULL || r->size < c->minTask;
+}
+
 ncclResult_t railnetSocketCtrlProgress(socketComm* c) {
   uint64_t touched = 0;
   ncclResult_t res = c->isSend ? ctrlSend(c, &touched) : ctrlRecv(c, &touched);

@@ -16,6 +16,11 @@ struct socketComm;
  * stream is through is REQ_DATA, its larger payload posted as tasks to the data sockets. A
  * failure fails the comm (with a WARN naming the peer) and is returned. */
 ncclResult_t railnetSocketCtrlProgress(struct socketComm* c);
+/* Whether the stream may wait for a later progress call without delaying data: a send comm
+ * whose next waiting request is small (below NCCL_SOCKET_MIN_TASKSIZE: its bytes then leave
+ * with those posted after it, in one system call). Larger messages and receives progress at
+ * every call: their data sockets wait for the records. */
+int railnetSocketCtrlCanWait(struct socketComm* c);
 
 #ifdef __cplusplus
 }

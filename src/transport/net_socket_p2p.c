@@ -127,10 +127,10 @@ ncclResult_t ncclNetSocketTest(void* request, int* done, int* size) {
   socketComm* c = r->comm;
   *done = 0;
   if (c->failed) return ncclRemoteError;
-  /* a request already through needs no progress of the others: the requests posted since
-   * then wait for the test of one that is not, and leave together (one system call for a
-   * burst of small messages instead of one each) */
-  if (r->state != REQ_DATA || (r->nTasks > 0 && !tasksThrough(c, r))) {
+  /* a send already through needs no progress of the others while they are small: those posted
+   * since then wait for the test of one that is not, and leave together (one system call for
+   * a burst of small messages instead of one each) */
+  if (r->state != REQ_DATA || (r->nTasks > 0 && !tasksThrough(c, r)) || !railnetSocketCtrlCanWait(c)) {
     NCCLCHECK(railnetSocketCtrlProgress(c));
     if (r->state != REQ_DATA) return ncclSuccess;
     if (r->nTasks > 0 && !tasksProgress(c, r)) return ncclSuccess;
