@@ -109,7 +109,7 @@ static void codeRound(pairCursor* c, railnetClusterRoundMsg* r) {
   cU32(c, &r->boundMs);
   cRange(c, r->rounds, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "more rounds than ranks");
   cRange(c, r->round, 0, r->rounds ? r->rounds - 1 : 0, "a round not below the rounds");
-  cRange(c, (uint32_t)(r->partner + 1), 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a partner rank out of range");
+  cRange(c, (uint32_t)r->partner + 1u, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a partner rank out of range");
   cRange(c, r->client, 0, 1, "a role other than client or server");
   if (c->decode && c->p && !c->bad && r->family != 4 && r->family != 6 && r->partner >= 0)
     c->bad = "a partner address family other than 4 or 6";
