@@ -142,6 +142,7 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     if (q < 0 || fo->dead[q] || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return ncclSuccess;
     if (!(fo->chunkPending[slot] & (1ull << chunk))) return ncclSuccess;
     fo->chunkPending[slot] &= ~(1ull << chunk);
+    fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */
   }
   struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && (wc->wr_id >> 16) == 0 ? comm->sendReqs[slot][0] : NULL;
   if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {

@@ -12,7 +12,10 @@
 #include "socket.h"
 
 #define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
-#define READ_MIN_DELAY_NS 100000000ull      /* a gone QP stopped at least 100 ms before its records are read */
+/* A QP moved to the error state has its last packets landed and its completions (flushes
+ * included, which soft-RoCE makes asynchronously) delivered within this time: the sender
+ * reads the records, and the receiver reports what is missing, no sooner after it. */
+#define SETTLE_NS 100000000ull
 
 /* Bounds from the configured timeouts (README, port failover): a rewritten clear-to-send
  * lands, or its QP fails, within the QPs' retry time; the receiver answers a query once its
@@ -72,7 +75,12 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
   struct railnetIbFailover* fo = base->fo;
   char peer[SOCKET_NAME_MAXLEN];
   NCCLCHECK(peerFailure(base, takeDead(base, query)));
-  NCCLCHECK(drain(base));
+  /* a receive is reported missing only once its gone QPs' last completions are in: an
+   * original completing after the answer would race its replay into a reused buffer */
+  do {
+    NCCLCHECK(drain(base));
+    if (base->failed) return ncclRemoteError;
+  } while (railnetClockNs() < fo->lastDeadNs + SETTLE_NS);
   /* what the sender has not taken from its fifo may have been lost with a gone QP; a
    * rewrite lost too (another device went meanwhile) is written again on the QPs left */
   int rewrites = 0;
@@ -207,6 +215,7 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
       if (nq) {
         fo->chunkQp[s][i] = (uint8_t)(nq - base->qps);
         fo->chunkReplay[s] |= bit;
+        fo->chunkReplaying[s] &= ~bit; /* a replay lost with its QP no longer counts as in flight */
         replayed++;
       } else {
         fo->chunkPending[s] &= ~bit;
@@ -222,18 +231,33 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
   return ncclSuccess;
 }
 
-/* Posts the replays that fit in their QPs' send queues now. */
+/* Posts the replays that fit in their QPs' send queues and in their pacing window now
+ * (RAILNET_IB_FO_REPLAY_WINDOW chunks in flight per QP). */
 static ncclResult_t postReplays(struct ncclIbSendComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
+  int want = 0;
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) want |= fo->chunkReplay[s] != 0;
+  if (!want) return ncclSuccess;
+  uint8_t inFlight[NCCL_IB_MAX_QPS];
+  memset(inFlight, 0, sizeof(inFlight));
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
+    uint64_t m = fo->chunkReplaying[s] & fo->chunkPending[s];
+    for (int i = 0; m && i < RAILNET_IB_FO_MAX_CHUNKS; i++)
+      if (m & (1ull << i)) inFlight[fo->chunkQp[s][i]]++;
+  }
   for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
     for (int i = 0; fo->chunkReplay[s] && i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
-      if (!(fo->chunkReplay[s] & (1ull << i))) continue;
-      struct ncclIbQp* qp = &base->qps[fo->chunkQp[s][i]];
-      if (fo->dead[qp - base->qps]) continue; /* gone since: the next answer settles it */
-      if (qp->sqPosted + comm->slotWrs[s] > base->sqDepth) continue;
+      uint64_t bit = 1ull << i;
+      if (!(fo->chunkReplay[s] & bit)) continue;
+      int q = fo->chunkQp[s][i];
+      struct ncclIbQp* qp = &base->qps[q];
+      if (fo->dead[q]) continue; /* gone since: the next answer settles it */
+      if (inFlight[q] >= RAILNET_IB_FO_REPLAY_WINDOW || qp->sqPosted + comm->slotWrs[s] > base->sqDepth) continue;
       NCCLCHECK(railnetIbPostChunk(comm, s, i, qp, fo->slotCts[s]));
-      fo->chunkReplay[s] &= ~(1ull << i);
+      fo->chunkReplay[s] &= ~bit;
+      fo->chunkReplaying[s] |= bit;
+      inFlight[q]++;
     }
   }
   return ncclSuccess;
@@ -264,7 +288,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     /* what the gone QPs sent before they were stopped may still be on its way: a record read
      * too early would have a chunk replayed that lands anyway (README: port failover) */
     uint64_t delay = (uint64_t)fo->probeDelayMs * 1000000ull;
-    fo->readNs = now + (delay < READ_MIN_DELAY_NS ? READ_MIN_DELAY_NS - delay : 0);
+    fo->readNs = now + (delay < SETTLE_NS ? SETTLE_NS - delay : 0);
   }
   if (fo->state == RAILNET_IB_FO_WAIT && railnetIbFoRecordsOn(base)) NCCLCHECK(readStep(comm));
   if (fo->state == RAILNET_IB_FO_WAIT && fo->sockClosed) {

@@ -45,6 +45,7 @@ struct railnetIbFailover {
   int probeDelayMs;                    /* NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY */
   int failures;                        /* devices declared gone so far */
   uint8_t dead[NCCL_IB_MAX_QPS];       /* QP q is gone */
+  uint64_t lastDeadNs;                 /* when the last QP was declared gone (moved to the error state) */
   uint8_t told[NCCL_IB_MAX_QPS];       /* ... and the peer was told (NOTIFY or QUERY) */
   int state;                           /* sender: RAILNET_IB_FO_* */
   uint64_t stateNs;                    /* DELAY: when the query goes out; WAIT: its deadline */
@@ -59,6 +60,7 @@ struct railnetIbFailover {
   uint8_t chunkQp[RAILNET_IB_FIFO_SLOTS][RAILNET_IB_FO_MAX_CHUNKS];
   uint64_t chunkPending[RAILNET_IB_FIFO_SLOTS];
   uint64_t chunkReplay[RAILNET_IB_FIFO_SLOTS];
+  uint64_t chunkReplaying[RAILNET_IB_FIFO_SLOTS]; /* ... replays posted, not completed yet */
   /* receiver: per fifo slot, the chunks of its receive not arrived; clear-to-send rewrites
    * not completed yet */
   uint64_t recvMissing[RAILNET_IB_FIFO_SLOTS];
@@ -105,6 +107,11 @@ struct railnetIbFoRecords {
   struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
 };
 enum { RAILNET_IB_FO_READ_NONE = 0, RAILNET_IB_FO_READ_POSTED, RAILNET_IB_FO_READ_DONE };
+
+/* Replays are paced: at most this many replayed chunks in flight per QP (the next one is
+ * posted when one completed), so that a QP left does not take every replay of a failover at
+ * once on top of its own traffic and run out of retries under the burst. */
+#define RAILNET_IB_FO_REPLAY_WINDOW 2
 
 /* wr_id of the sender's read of the receiver's completion records (| round & 0xffff) */
 #define RAILNET_IB_FO_READ (1ull << 19)

@@ -73,6 +73,7 @@ void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL || q < 0 || q >= base->nqps || fo->dead[q]) return;
   fo->dead[q] = 1;
+  fo->lastDeadNs = railnetClockNs();
   if (fo->failedNs[base->qps[q].devIndex] == 0) fo->failedNs[base->qps[q].devIndex] = railnetClockNs();
   base->qps[q].sqPosted = 0; /* nothing is posted on it any more; its flushes are dropped */
   struct ibv_qp_attr attr;

@@ -97,6 +97,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     if (fo) {
       fo->chunkQp[slot][i] = (uint8_t)(qp - base->qps);
       fo->chunkPending[slot] |= 1ull << i;
+      fo->chunkReplaying[slot] &= ~(1ull << i);
     }
     NCCLCHECK(railnetIbPostChunk(comm, slot, i, qp, rem));
   }
