@@ -4,7 +4,7 @@
 // messages into small and large receive buffers; what a small message costs (work requests
 // and completions on each side, counted by the comms) against the default protocol;
 // messages waiting in the ring before their irecvs and a full ring holding the sender
-// back; maxRecvs 1 and a multi-receive refused.
+// back; GPU receive buffers written by the NIC; maxRecvs 1 and a multi-receive refused.
 #include "test_util.h"
 #include <string.h>
 #include <thread>
@@ -14,6 +14,7 @@
 extern "C" {
 #include "ibvwrap.h"
 #include "../../src/transport/net_ib/comm.h"
+#include "../../src/transport/net_ib/completion.h"
 #include "../../src/transport/net_ib/devices.h"
 #include "../../src/transport/net_ib/eager.h"
 #include "../../src/transport/net_ib/init.h"
@@ -312,6 +313,88 @@ TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
   for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], 0x33) << b;
   ib->deregMr(sc, gpuMh);
 }
+
+// A receive buffer registered as GPU memory is written by the NIC, not by the CPU: the
+// receiver's QP connected to itself RDMA-writes the message from its ring slot, whether the
+// irecv came first or the message waited in the ring; the irecv is done once that write
+// completed, and an iflush after it completes. Host memory registered with the CUDA type
+// stands in for GPU memory. With a peer-memory module faked in sysfs (GPUDirect RDMA
+// available, flush QP made at setup: the receiver still agrees to eager messages) and
+// without one (the loopback QP made at the first copy).
+class IbEagerGpuReceive : public IbEagerSoftRoceTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(IbEagerGpuReceive, IsCopiedByTheNic) {
+  const bool gdr = GetParam();
+  TempDir sys;
+  if (gdr) {
+    for (const char* d : {"class", "devices", "bus"})
+      ASSERT_EQ(symlink((std::string("/sys/") + d).c_str(), (sys.path() + "/" + d).c_str()), 0);
+    sys.write("module/nvidia_peermem/version", "1.0\n");
+    env.set("SYSFS_PATH", sys.path().c_str());
+  }
+  railnetIbGdrReset();
+  LogCapture cap;
+  connect("1024");
+  if (HasFatalFailure()) return;
+  auto* r = (struct ncclIbRecvComm*)rc;
+  ASSERT_NE(r->eager, nullptr) << "the receiver did not agree to eager messages: " << LogCapture::all();
+  EXPECT_EQ(r->flushEnabled, gdr ? 1 : 0);
+  EXPECT_EQ(rbase()->devs[0].flushQp != nullptr, gdr) << "a loopback QP before the first copy";
+  void* gpuMh = nullptr;
+  if (ib->regMr(rc, rbuf.data() + 65536, 65536, NCCL_PTR_CUDA, &gpuMh) != ncclSuccess) {
+    RAILNET_SKIP("regMr with NCCL_PTR_CUDA of host memory refused here");
+  }
+  for (int k = 0; k < 2; k++) {  // 0: the irecv first; 1: the message waits in the ring
+    SCOPED_TRACE(k ? "message before the irecv" : "irecv before the message");
+    char* dst = rbuf.data() + 65536 + k * 4096;
+    memset(dst, 0, 200);
+    memset(sbuf.data() + k * 4096, 0x50 + k, 100);
+    void* data = dst;
+    size_t posted = 200;
+    int tag = 7;
+    void* rq = nullptr;
+    if (k == 0) {
+      ASSERT_EQ(ib->irecv(rc, 1, &data, &posted, &tag, &gpuMh, nullptr, &rq), ncclSuccess);
+    }
+    void* s = isend(k * 4096, 100, deadlineIn(10000));
+    ASSERT_NE(s, nullptr);
+    if (k == 1) {
+      uint64_t pos = rbase()->fifoHead;
+      long long dl = deadlineIn(10000);
+      while (r->eager->arrived[pos % RAILNET_IB_EAGER_SLOTS] != pos + 1 && netNowNs() < dl) {
+        int n = 0;
+        ASSERT_EQ(railnetIbPollDev(rbase(), 0, &n), ncclSuccess);
+      }
+      ASSERT_EQ(r->eager->arrived[pos % RAILNET_IB_EAGER_SLOTS], pos + 1) << "the message never reached the ring";
+      ASSERT_EQ(ib->irecv(rc, 1, &data, &posted, &tag, &gpuMh, nullptr, &rq), ncclSuccess);
+    }
+    ASSERT_NE(rq, nullptr);
+    std::string err;
+    int got = -1;
+    ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+    ASSERT_TRUE(netWait(ib, rq, &got, deadlineIn(10000), &err)) << err << LogCapture::all();
+    EXPECT_EQ(got, 100);
+    for (int b = 0; b < 100; b++) ASSERT_EQ(dst[b], (char)(0x50 + k)) << "byte " << b;
+    EXPECT_EQ(dst[100], 0) << "the copy wrote beyond the message";
+    EXPECT_EQ(r->eager->nicCopies, (uint64_t)k + 1) << "the CPU, not the NIC, copied into the GPU buffer";
+    if (gdr) {
+      void* freq = nullptr;
+      int fsize = 100;
+      ASSERT_EQ(ib->iflush(rc, 1, &data, &fsize, &gpuMh, &freq), ncclSuccess);
+      ASSERT_NE(freq, nullptr);
+      EXPECT_TRUE(netWait(ib, freq, nullptr, deadlineIn(10000), &err)) << err;
+    }
+  }
+  EXPECT_NE(rbase()->devs[0].flushQp, nullptr);
+  exchange(3, 8);  // host buffers: the CPU copies, as before
+  EXPECT_EQ(r->eager->nicCopies, 2u);
+  ib->deregMr(rc, gpuMh);
+  if (gdr) env.unset("SYSFS_PATH");
+  railnetIbGdrReset();
+}
+
+INSTANTIATE_TEST_SUITE_P(Gdr, IbEagerGpuReceive, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "PeerMemory" : "NoPeerMemory"; });
 
 TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {
   connect("512");

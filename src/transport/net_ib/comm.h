@@ -31,6 +31,7 @@ extern "C" {
 #define NCCL_NET_IB_REQ_EAGER 4          /* an isend written eagerly (eager.h): done at once */
 
 struct railnetIbEager;
+struct ncclIbMrHandle;
 
 struct ncclIbQp {
   struct ibv_qp* qp;
@@ -78,6 +79,7 @@ struct ncclIbRequest {
       int* sizes;                      /* nreqs entries (the sizes records of its slot) */
       void* buf;                       /* buffer 0 (an eager message is copied there) */
       uint64_t lateNs;                 /* eager, no clear-to-send: when one is sent anyway (0: sent) */
+      const struct ncclIbMrHandle* mh; /* eager: buffer 0's registration (its type: who copies) */
       size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
     } recv;
   };

@@ -76,7 +76,9 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
     snprintf(rg, sizeof(rg), "%s", lg); /* connected to itself */
   else
     ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
-  if (flushQp)
+  if (flushQp && (wc->wr_id & RAILNET_IB_EAGER_COPY))
+    snprintf(what, sizeof(what), "NIC copy of an eager message into a GPU receive buffer");
+  else if (flushQp)
     snprintf(what, sizeof(what), "GPUDirect flush read");
   else if (base->isSend && (wc->wr_id & RAILNET_IB_FO_READ))
     snprintf(what, sizeof(what), "RDMA read of the receiver's port failover completion records");
@@ -166,7 +168,8 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
 static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
   switch (wc->opcode) {
-    case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write */
+    case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write, or an eager message's NIC copy */
+      if (wc->wr_id & RAILNET_IB_EAGER_COPY) return railnetIbEagerCopied(comm, d, wc);
       if ((wc->wr_id & RAILNET_IB_FO_CTS_REWRITE) && base->fo) base->fo->ctsRewrites--;
       return ncclSuccess;
     case IBV_WC_RDMA_READ: { /* flush */

@@ -10,12 +10,13 @@
 #include "debug.h"
 #include "devices.h"
 #include "failover.h"
-#include "gdr.h"
 #include "ibvwrap.h"
 #include "matching.h"
 #include "param.h"
 #include "post.h"
 #include "prof.h"
+#include "qp.h"
+#include "reg.h"
 #include "socket.h"
 
 enum { P_EAGER_SIZE };
@@ -23,8 +24,8 @@ static const railnetParam eagerParams[] = {
     [P_EAGER_SIZE] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_SIZE", 0, 0, RAILNET_IB_EAGER_MAX,
                                            "IB: messages of at most this many bytes are RDMA-written into a ring "
                                            "of the receiver without waiting for its clear-to-send entry (both "
-                                           "ends must set it; host receive buffers only; the devices then report "
-                                           "maxRecvs 1). 0: off"),
+                                           "ends must set it; host send buffers only; the receiver copies into GPU "
+                                           "buffers with the NIC; the devices then report maxRecvs 1). 0: off"),
 };
 RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 
@@ -95,13 +96,7 @@ static const char* eagerRefusal(struct ncclIbRecvComm* comm) {
   if (base->fo) return "port failover is on";
   if (base->matchById) return "receives are matched by ID";
   if (base->splitDataOnQps) return "messages are split over QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)";
-  if (ncclIbGdrSupport() == ncclSuccess) return "GPUDirect RDMA is available (receive buffers may be GPU memory)";
-  for (int d = 0; d < base->vProps.ndevs; d++) {
-    int dev = base->devs[d].ibDevN;
-    if (dev < RAILNET_GDR_MAX_DEVS && ncclIbDmaBufSupport(dev, ncclIbDevs[dev].context) == ncclSuccess)
-      return "DMA-BUF is available (receive buffers may be GPU memory)";
-  }
-  return NULL;
+  return NULL; /* GPU receive buffers are written by the NIC (nicCopy) */
 }
 
 ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
@@ -232,20 +227,57 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id) {
   return tellSender(comm);
 }
 
+/* The NIC writes n bytes of ring slot s into receive r's buffer (GPU memory, which the CPU
+ * cannot write) through device d's QP connected to itself (made at the first copy when no
+ * GPUDirect flush made it). The receive is done, and the slot free, when the write completed
+ * (railnetIbEagerCopied); an iflush after it reads through the same QP. */
+static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, size_t n, int d) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbCommDev* cd = &base->devs[d];
+  struct railnetIbEager* e = comm->eager;
+  if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
+  struct ibv_sge sge = {(uintptr_t)(e->buf + (size_t)s * RAILNET_IB_EAGER_MAX), (uint32_t)n, e->mrs[d]->lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)r->recv.buf;
+  wr.wr.rdma.rkey = r->recv.mh->mrs[d]->rkey;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = RAILNET_IB_EAGER_COPY | (r->id % RAILNET_IB_FIFO_SLOTS);
+  NCCLCHECK(wrap_ibv_post_send(cd->flushQp, &wr, &bad));
+  base->work.wrs++;
+  e->nicCopies++;
+  return ncclSuccess;
+}
+
 /* Copies a message of size bytes from ring slot s into receive r (what fits: a larger size
- * fails the size check at test()). */
+ * fails the size check at test()): the CPU into host memory, the NIC into GPU memory. */
 static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d) {
   size_t n = size <= r->recv.posted[0] ? size : 0;
-  if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
   r->recv.sizes[0] = (int)size;
+  if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, n, d);
+  if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
+  r->events[d]--;
+  return railnetIbEagerDelivered(comm, r->id);
+}
+
+ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
+  struct ncclIbRequest* r = comm->recvReqs[wc->wr_id % RAILNET_IB_FIFO_SLOTS];
+  if (comm->eager == NULL || r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
+    WARN("NET/IB : eager copy completion (wr_id 0x%llx) without a receive waiting for it", (unsigned long long)wc->wr_id);
+    return ncclInternalError;
+  }
   r->events[d]--;
   return railnetIbEagerDelivered(comm, r->id);
 }
 
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
-                                      size_t posted, int* cts) {
+                                      size_t posted, const struct ncclIbMrHandle* mh, int* cts) {
   struct railnetIbEager* e = comm->eager;
   req->recv.buf = data;
+  req->recv.mh = mh;
   int s = (int)(req->id % RAILNET_IB_EAGER_SLOTS);
   if (e->arrived[s] == req->id + 1) {
     struct ncclIbQp* qp = railnetIbMsgQp(&comm->base, req->id, 0);

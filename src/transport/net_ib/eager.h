@@ -6,7 +6,9 @@
  * isend is done at once, and only one write in RAILNET_IB_EAGER_SIGNAL is signaled. The
  * sender does this only from memory registered as NCCL_PTR_HOST (GPU memory goes the
  * clear-to-send way). The receiver copies the bytes into the irecv's buffer (at once when the irecv came first,
- * otherwise at the irecv) and writes no clear-to-send entry for an irecv of at most that
+ * otherwise at the irecv; the CPU into host memory, the NIC into GPU and DMA-BUF
+ * registrations: an RDMA write from the ring through a QP connected to itself, the one the
+ * GPUDirect flush reads through, completed before the irecv is done) and writes no clear-to-send entry for an irecv of at most that
  * size; larger irecvs announce themselves as before and a small message may still come
  * eagerly into them. The receiver tells the sender how many fifo positions it has
  * delivered in order (one RDMA write on QP 0, so they land in order, into the sender's credit word per
@@ -17,9 +19,8 @@
  * receive completions, instead of a clear-to-send write, a data write and their completions.
  * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
  * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER in
- * its metadata, the smaller of both sizes) only when its receive buffers are host memory
- * (no GPUDirect RDMA on its devices: the CPU copies out of the ring), the comm matches by
- * index and does not fail over or split messages over QPs. With the variable set the
+ * its metadata, the smaller of both sizes) only when the comm matches by index and does not
+ * fail over or split messages over QPs. With the variable set the
  * devices report maxRecvs 1 (a sender cannot know how many buffers an irecv it has not seen
  * has), and an irecv of more than one buffer on an eager comm is refused.
  */
@@ -37,6 +38,7 @@ extern "C" {
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
 #define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
+#define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
 
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
@@ -51,6 +53,7 @@ struct railnetIbEager {
   uint64_t released;                   /* positions below it delivered */
   uint64_t doneMask;                   /* bit i: position released + i delivered */
   uint64_t told;                       /* the count last written to the sender */
+  uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
 };
 
 /* RAILNET_IB_EAGER_SIZE (0: off). */
@@ -76,8 +79,9 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
                                 void* phandle);
 /* irecv of one buffer (req counted on its QP's device): delivers a message already in the
  * ring; *cts: whether the irecv still announces itself with a clear-to-send entry. */
+struct ncclIbMrHandle;
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
-                                      size_t posted, int* cts);
+                                      size_t posted, const struct ncclIbMrHandle* mh, int* cts);
 /* test() of a receive still in flight: an irecv that announced no clear-to-send and got no
  * message within RAILNET_IB_EAGER_LATE_MS announces itself after all, so a sender whose
  * message does not fit it (larger than the agreed size) gets the entry and its WARN
@@ -86,6 +90,8 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
 ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req);
 /* A receive completion with RAILNET_IB_EAGER_IMM on device d. */
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
+/* A NIC copy into a GPU receive buffer completed on device d (wr_id RAILNET_IB_EAGER_COPY). */
+ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
 /* A message of the eager comm reached its buffer some other way (a data write): position id. */
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id);
 void railnetIbEagerFree(struct railnetIbEager* e);

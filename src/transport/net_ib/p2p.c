@@ -266,7 +266,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   }
   if (base->fo) base->fo->recvMissing[slot] = ~0ull >> (64 - railnetIbChunksPerMsg(base));
   int cts = 1;
-  if (comm->eager) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], &cts), res, fail);
+  if (comm->eager) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
   if (cts) NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);
   comm->recvReqs[slot] = req;
   base->fifoHead++;

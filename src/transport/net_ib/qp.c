@@ -131,3 +131,31 @@ ncclResult_t railnetIbQpConnectTimed(struct ncclIbNetCommBase* base, int devInde
   return qpConnectTimed(base, devIndex, qp, &base->remDevs[remDevIndex], qpn, base->qpTc, base->qpSl, timeout,
                         retryCnt);
 }
+
+void railnetIbDevInfoFill(struct ncclIbNetCommBase* base, int i, struct ncclIbDevInfo* d, uint32_t rkey) {
+  struct ncclIbCommDev* cd = &base->devs[i];
+  struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
+  d->lid = dev->portAttr.lid;
+  d->ibPort = dev->portNum;
+  d->linkLayer = dev->link;
+  d->mtu = (uint8_t)dev->portAttr.active_mtu;
+  d->gidIndex = cd->gidIndex;
+  d->gid = cd->gid;
+  d->fifoRkey = rkey;
+  d->physDev = (uint32_t)cd->ibDevN + 1;
+}
+
+ncclResult_t railnetIbQpSelf(struct ncclIbNetCommBase* base, int devIndex, int tc, int sl, struct ibv_qp** out) {
+  struct ibv_qp* qp = NULL;
+  NCCLCHECK(railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, &qp));
+  struct ncclIbDevInfo self;
+  memset(&self, 0, sizeof(self));
+  railnetIbDevInfoFill(base, devIndex, &self, 1);
+  ncclResult_t res = railnetIbQpConnectInfo(base, devIndex, qp, &self, qp->qp_num, tc, sl);
+  if (res != ncclSuccess) {
+    wrap_ibv_destroy_qp(qp);
+    return res;
+  }
+  *out = qp;
+  return ncclSuccess;
+}

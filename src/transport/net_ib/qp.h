@@ -28,6 +28,11 @@ ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, st
 /* ... with its own ACK timeout and retry count (port failover's path probes, probe.c). */
 ncclResult_t railnetIbQpConnectTimed(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
                                      int remDevIndex, uint32_t qpn, int timeout, int retryCnt);
+/* What the peer needs to connect to device i's QPs (fifoRkey: rkey), or a QP to itself. */
+void railnetIbDevInfoFill(struct ncclIbNetCommBase* base, int i, struct ncclIbDevInfo* d, uint32_t rkey);
+/* A receive comm's QP on device devIndex connected to itself, in RTS (remote read and write):
+ * the GPUDirect flush reads and the NIC's copies of eager messages go through it. */
+ncclResult_t railnetIbQpSelf(struct ncclIbNetCommBase* base, int devIndex, int tc, int sl, struct ibv_qp** out);
 /* How long a data QP retries before it gives up on an unanswered work request:
  * 4.096 us x 2^NCCL_IB_TIMEOUT x (NCCL_IB_RETRY_CNT + 1): 34 s at NCCL's defaults. */
 uint64_t railnetIbRetryTimeNs(void);

@@ -82,13 +82,14 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   railnetIbFoFree(base); /* its QPs first: they use the CQs */
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].qp) wrap_ibv_destroy_qp(base->qps[q].qp);
+  for (int i = 0; i < base->vProps.ndevs; i++) /* a loopback QP may copy out of the eager ring */
+    if (base->devs[i].flushQp) wrap_ibv_destroy_qp(base->devs[i].flushQp);
   /* after the QPs, which may still read or write them */
   railnetIbEagerFree(base->isSend ? ((struct ncclIbSendComm*)base)->eager : ((struct ncclIbRecvComm*)base)->eager);
   free(base->qps);
   for (int c = 0; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]);
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
-    if (cd->flushQp) wrap_ibv_destroy_qp(cd->flushQp);
     if (cd->flushMr) wrap_ibv_dereg_mr(cd->flushMr);
     if (cd->fifoMr) wrap_ibv_dereg_mr(cd->fifoMr);
     if (cd->localMr) wrap_ibv_dereg_mr(cd->localMr);
@@ -121,19 +122,6 @@ ncclResult_t railnetIbCommAlloc(int isSend, struct ncclIbNetCommBase** out) {
   b->sock.acceptFd = -1;
   *out = b;
   return ncclSuccess;
-}
-
-static void fillDevInfo(struct ncclIbNetCommBase* base, int i, struct ncclIbDevInfo* d, uint32_t rkey) {
-  struct ncclIbCommDev* cd = &base->devs[i];
-  struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
-  d->lid = dev->portAttr.lid;
-  d->ibPort = dev->portNum;
-  d->linkLayer = dev->link;
-  d->mtu = (uint8_t)dev->portAttr.active_mtu;
-  d->gidIndex = cd->gidIndex;
-  d->gid = cd->gid;
-  d->fifoRkey = rkey;
-  d->physDev = (uint32_t)cd->ibDevN + 1;
 }
 
 /* Traffic class and service level of a connection (the connector decides). The comm
@@ -221,7 +209,7 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->fifo, fifoBytes,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->sizes, sizeof(comm->sizes), IBV_ACCESS_LOCAL_WRITE));
-    fillDevInfo(base, i, &meta->devs[i], cd->fifoMr->rkey);
+    railnetIbDevInfoFill(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
   if (railnetIbFoWanted()) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
   railnetIbEagerSendMeta(comm, meta);
@@ -273,7 +261,7 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, sizeof(comm->sizes),
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->elems, sizeof(comm->elems), IBV_ACCESS_LOCAL_WRITE));
-    fillDevInfo(base, i, &meta->devs[i], cd->fifoMr->rkey);
+    railnetIbDevInfoFill(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
   NCCLCHECK(railnetIbEagerRecvSetup(comm, rem, meta, peer));
   base->nRemDevs = rem->ndevs;
@@ -285,11 +273,7 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
   for (int i = 0; comm->flushEnabled && i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     NCCLCHECK(wrap_ibv_reg_mr(&cd->flushMr, cd->pd, comm->flushBuf, sizeof(comm->flushBuf), IBV_ACCESS_LOCAL_WRITE));
-    NCCLCHECK(railnetIbQpCreateAccess(base, i, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, &cd->flushQp));
-    struct ncclIbDevInfo self;
-    memset(&self, 0, sizeof(self));
-    fillDevInfo(base, i, &self, 1);
-    NCCLCHECK(railnetIbQpConnectInfo(base, i, cd->flushQp, &self, cd->flushQp->qp_num, rem->tc, rem->sl));
+    if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, i, rem->tc, rem->sl, &cd->flushQp));
   }
   meta->magic = RAILNET_IB_META_MAGIC;
   meta->version = RAILNET_IB_META_VERSION;
