@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/ib.sh [-o DIR] [--sizes "S ..."] [--lat-iters N] [--mib-per-size M] [--rounds R]
+# bench/ib.sh [-o DIR] [--sizes "S ..."] [--lat-iters N] [--mib-per-size M] [--rounds R] [--lat-sweep]
 #
 # railnet's IB transport through the plugin API (build/bin/railnet-perf dlopening
 # build/lib/libnccl-net-railnet.so, RAILNET_TRANSPORT=ib) against perftest's ib_write_bw
@@ -22,6 +22,11 @@
 #                        again just before railnet; each round's ratio uses its own
 #                        ib_write_bw, and the median over the rounds is printed per size
 #   -o DIR               result directory (default: $RAILNET_BUILD/softroce/bench-ib)
+#   --lat-sweep          also the latency of 8 B .. 64 KiB (powers of two) with NCCL's receive
+#                        pattern, irecv buffers of 64 KiB (railnet-perf --recv-size 64K): the
+#                        default protocol (mean of a run before and one after the others), eager
+#                        (RAILNET_IB_EAGER_SIZE=1024) and the peer plugin, with their ratios, and
+#                        packets per 8-byte round trip of each that way
 #   --peer-plugin PATH   another plugin (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so):
 #                        its 8-byte latency and packets per round trip beside railnet's, same boot
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
@@ -31,6 +36,9 @@
 #                                acknowledgements, over a run of 2N round trips minus one of N)
 #   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (RAILNET_IB_EAGER_SIZE=1024 at both ends)
 #   pkts_per_rtt eager  PACKETS;  work_per_rtt eager  WRS  CQES  (the same, eager)
+#   sweep_lat  SIZE  ITERS  DEFAULT_TYPICAL_us  EAGER_TYPICAL_us  PEER_TYPICAL_us  (--lat-sweep;
+#                                64 KiB irecv buffers; 0: not measured)
+#   sweep_pkts_per_rtt  default|eager|peer  PACKETS  (--lat-sweep: 8 bytes into 64 KiB buffers)
 #   work_per_rtt railnet  WRS  CQES  (8-byte round trips: work requests posted and completions
 #                                polled by both ends, from the INFO each comm logs at close)
 #   railnet_failover_cost  SIZE  MIB  BW_OFF_MBps  BW_ON_MBps  RATIO_ON_TO_OFF
@@ -42,7 +50,7 @@
 # costs when nothing fails (two alternating runs each; target: a ratio of 1, no measurable
 # loss), and the bandwidth before, during and after a failover (veth2 down) and after the
 # port's recovery (veth2 up; NCCL_IB_RESILIENCY_PORT_RECOVERY=1).
-# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS
+# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS SWEEP
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -123,6 +131,48 @@ work_per_rtt() {
 }
 
 perftest_lat() { "$HERE/softroce-perftest.sh" --in-vm lat 8 "$1"; }
+sweep_lat() { pair --lat -s 8 --recv-size 64K --warmup 20 -n "$1"; }
+sweep_peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --recv-size 64K --warmup 20 -n "$1"; }
+
+# lat_sweep ITERS TSV: the typical half round trip of 8 B .. 64 KiB into 64 KiB irecv buffers
+# (NCCL's proxy posts its step buffers, larger than most messages): the default protocol,
+# eager (RAILNET_IB_EAGER_SIZE=1024 at both ends) and the peer plugin one after the other,
+# then the packets per 8-byte round trip of each.
+lat_sweep() {
+  local iters=$1 tsv=$2 status=0 size d e p
+  declare -A def eag peer
+  local args="--lat -a --min-size 8 --max-size 65536 --recv-size 64K --warmup 20 -n $iters"
+  # the order default, eager, peer, default: the default's figure is the mean of its two runs,
+  # eager's and the peer's sit between them (the host's load drifts over minutes)
+  declare -A def2
+  while IFS=, read -r _ size _ _ _ d _; do def[$size]=$d; done < <(pair $args) || status=1
+  while IFS=, read -r _ size _ _ _ e _; do eag[$size]=$e; done < <(RAILNET_IB_EAGER_SIZE=1024 pair $args) || status=1
+  if [ -n "${RAILNET_BENCH_PEER:-}" ]; then
+    while IFS=, read -r _ size _ _ _ p _; do peer[$size]=$p; done < <(PLUGIN=$RAILNET_BENCH_PEER pair $args) || status=1
+  fi
+  while IFS=, read -r _ size _ _ _ d _; do def2[$size]=$d; done < <(pair $args) || status=1
+  for size in "${!def[@]}"; do
+    def[$size]=$(awk -v a="${def[$size]}" -v b="${def2[$size]:-${def[$size]}}" 'BEGIN { printf "%.2f", (a + b) / 2 }')
+  done
+  ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+  printf '  %-10s %8s  %12s %12s %12s  %13s %11s %13s
+' sweep bytes default_us eager_us peer_us eager/default eager/peer default/peer
+  for ((size = 8; size <= 65536; size *= 2)); do
+    printf '  %-10s %8d  %12s %12s %12s  %13s %11s %13s
+' sweep "$size" "${def[$size]:-n/a}" "${eag[$size]:-n/a}" \
+      "${peer[$size]:-n/a}" "$(ratio "${eag[$size]}" "${def[$size]}")" "$(ratio "${eag[$size]}" "${peer[$size]}")" \
+      "$(ratio "${def[$size]}" "${peer[$size]}")"
+    printf 'sweep_lat\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "${def[$size]:-0}" "${eag[$size]:-0}" "${peer[$size]:-0}" >>"$tsv"
+  done
+  d=$(pkts_per_rtt "$iters" sweep_lat) || { d=n/a; status=1; }
+  e=$(RAILNET_IB_EAGER_SIZE=1024 pkts_per_rtt "$iters" sweep_lat) || { e=n/a; status=1; }
+  p=""
+  [ -n "${RAILNET_BENCH_PEER:-}" ] && { p=$(pkts_per_rtt "$iters" sweep_peer_lat) || { p=n/a; status=1; }; }
+  printf '  %-10s %8d  packets per round trip into 64 KiB buffers: default %s, eager %s%s\n' sweep 8 "$d" "$e" "${p:+, peer $p}"
+  printf 'sweep_pkts_per_rtt\tdefault\t%s\nsweep_pkts_per_rtt\teager\t%s\n' "$d" "$e" >>"$tsv"
+  [ -n "$p" ] && printf 'sweep_pkts_per_rtt\tpeer\t%s\n' "$p" >>"$tsv"
+  return $status
+}
 railnet_lat() { pair --lat -s 8 --warmup 20 -n "$1"; }
 peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --warmup 20 -n "$1"; }
 
@@ -234,7 +284,7 @@ failover_rows() {
 }
 
 in_vm() {
-  local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
+  local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} sweep=${5:-0} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
   local pt=$SOFTROCE_OUT/perftest.tsv r
   declare -A ratios
   : >"$tsv"
@@ -340,6 +390,7 @@ in_vm() {
     eager 8 "$ep" "$ew" "$ec"
   printf 'eager_lat\t8\t%s\t%s\t%s\npkts_per_rtt\teager\t%s\nwork_per_rtt\teager\t%s\t%s\n' \
     "$latIters" "${etyp:-0}" "${eavg:-0}" "$ep" "$ew" "$ec" >>"$tsv"
+  if [ "$sweep" = 1 ]; then lat_sweep "$latIters" "$tsv" || status=1; fi
   return $status
 }
 
@@ -350,7 +401,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3
+SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3 SWEEP=0
 OUT=$BUILD/softroce/bench-ib
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -360,6 +411,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2
       case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench/ib.sh: --rounds needs a number >= 1" >&2; exit 2 ;; esac ;;
     -o) OUT=$2; shift 2 ;;
+    --lat-sweep) SWEEP=1; shift ;;
     --peer-plugin) RAILNET_BENCH_PEER=$(readlink -f "$2"); shift 2
       [ -f "$RAILNET_BENCH_PEER" ] || { echo "bench/ib.sh: --peer-plugin $2: no such file" >&2; exit 2; }
       export RAILNET_BENCH_PEER ;;
@@ -375,7 +427,7 @@ self="$HERE/$(basename "$0")"
 load() { echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) ($1)"; }
 load before
 "$HERE/softroce-perftest.sh" -o "$OUT" --bw-sizes "$SIZES" --lat-sizes 8 --bw-mib "$MIB" \
-  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB $ROUNDS"
+  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB $ROUNDS $SWEEP"
 rc=$?
 load after
 exit $rc

@@ -220,8 +220,9 @@ TEST_F(IbEagerSoftRoceTest, MessagesWaitInTheRingAndAFullRingHoldsTheSender) {
 
 // A sender breaking NCCL's rule (a message larger than the receive: 2000 bytes into 100,
 // beyond the eager size) would wait for a clear-to-send that a small receive does not send:
-// after RAILNET_IB_EAGER_LATE_MS the receive announces itself and the sender's isend fails
-// with the WARN that names the sizes, instead of never returning a request.
+// its request-to-send (lazy clear-to-send) has the receive announce itself, and the sender's
+// isend fails with the WARN that names the sizes, instead of never returning a request.
+// (A peer without requests-to-send gets the entry after RAILNET_IB_EAGER_LATE_MS.)
 TEST_F(IbEagerSoftRoceTest, MessageLargerThanASmallReceiveEndsWithAWarnNotAHang) {
   connect("1024");
   LogCapture cap;
@@ -238,7 +239,8 @@ TEST_F(IbEagerSoftRoceTest, MessageLargerThanASmallReceiveEndsWithAWarnNotAHang)
   }
   EXPECT_EQ(res, ncclInvalidUsage) << LogCapture::all();
   EXPECT_EQ(s, nullptr);
-  EXPECT_TRUE(LogCapture::contains("no eager message in 1000 ms")) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("receive smaller than send")) << LogCapture::all();
+  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eager->rtsCount, 1u);
 }
 
 // The receiver's comm closed (its QPs gone): the sender's eager isends complete when posted,
@@ -281,8 +283,8 @@ INSTANTIATE_TEST_SUITE_P(Timeouts, IbEagerGoneReceiver, ::testing::Values(false,
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "NcclDefaults" : "Short"; });
 
 // A send buffer registered as GPU memory never goes eagerly (the CPU would copy from it):
-// into a small receive it waits for the clear-to-send entry, which that receive sends after
-// RAILNET_IB_EAGER_LATE_MS, and the bytes go straight from the NIC. (Host memory registered
+// into a small receive it waits for the clear-to-send entry, which its request-to-send has
+// that receive write, and the bytes go straight from the NIC. (Host memory registered
 // with the CUDA type stands in for GPU memory; a NIC that checks the type may refuse it.)
 TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
   connect("1024");
@@ -312,6 +314,87 @@ TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
   EXPECT_EQ(got, 64);
   for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], 0x33) << b;
   ib->deregMr(sc, gpuMh);
+}
+
+// NCCL's receive pattern: irecv buffers of 64 KiB, larger than the messages, posted before
+// them. With lazy clear-to-send (both ends this railnet) the receiver writes no clear-to-send
+// while the messages are small: an 8-byte message costs the receiver one work request (its
+// receive reposted) and a credit write per half ring, no clear-to-send write. A larger message
+// then finds none and asks with a request-to-send, answered at once when its irecv is there
+// and at the irecv when the request came first; the larger ones after it find their
+// clear-to-send (no request), and small messages go eagerly again. Every byte checked. One
+// thread drives both ends, as NCCL's proxy does (the receiver's test() takes the requests).
+TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSend) {
+  connect("1024");
+  auto* se = ((struct ncclIbSendComm*)sc)->eager;
+  auto* re = ((struct ncclIbRecvComm*)rc)->eager;
+  ASSERT_NE(se, nullptr);
+  ASSERT_NE(re, nullptr);
+  ASSERT_TRUE(se->lazy && re->lazy) << "both ends are this railnet: lazy clear-to-send agreed";
+  int k = 0;
+  // irecv of 64 KiB (unless the message's isend went first), then isend and test() both
+  auto one = [&](size_t size, void* r) -> std::string {
+    char fill = (char)(++k * 13 + 1);
+    memset(sbuf.data(), fill, size);
+    if (r == nullptr) r = irecv(0, 65536);
+    if (r == nullptr) return "irecv not taken";
+    void* s = nullptr;
+    int sdone = 0, rdone = 0, got = -1;
+    long long dl = deadlineIn(20000);
+    while ((!sdone || !rdone) && netNowNs() < dl) {
+      if (s == nullptr && ib->isend(sc, sbuf.data(), size, 7, smh, nullptr, &s) != ncclSuccess) return "isend failed";
+      if (s && !sdone && ib->test(s, &sdone, nullptr) != ncclSuccess) return "send test failed";
+      if (!rdone && ib->test(r, &rdone, &got) != ncclSuccess) return "receive test failed";
+    }
+    if (!sdone || !rdone) return "message " + std::to_string(k) + " of " + std::to_string(size) + " bytes hung";
+    if (got != (int)size) return "size " + std::to_string(got);
+    for (size_t b = 0; b < size; b++)
+      if (rbuf[b] != fill) return "byte " + std::to_string(b) + " of message " + std::to_string(k);
+    return "";
+  };
+  ASSERT_EQ(one(8, nullptr), "");  // the comm starts with clear-to-send entries; small from here
+  const int n = 100;
+  uint64_t w0 = rbase()->work.wrs;
+  for (int i = 0; i < n; i++) ASSERT_EQ(one(8, nullptr), "") << LogCapture::all();
+  double recvWrs = (double)(rbase()->work.wrs - w0) / n;
+  printf("lazy clear-to-send, 8 bytes into 64 KiB irecvs: receiver %.2f work requests per message\n", recvWrs);
+  EXPECT_LE(recvWrs, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01) << "a clear-to-send per message";
+  EXPECT_EQ(se->rtsCount, 0u);
+  // a larger message, its irecv first: a request-to-send, answered at once
+  ASSERT_EQ(one(32768, nullptr), "");
+  EXPECT_EQ(se->rtsCount, 1u);
+  EXPECT_EQ(re->rtsCount, 1u);
+  // the next ones find their clear-to-send
+  ASSERT_EQ(one(32768, nullptr), "");
+  ASSERT_EQ(one(65536, nullptr), "");
+  EXPECT_EQ(se->rtsCount, 1u) << "a request-to-send although the irecv wrote its clear-to-send";
+  // small again: eagerly, after the first (whose irecv followed a large message)
+  for (int i = 0; i < 5; i++) ASSERT_EQ(one(8, nullptr), "");
+  EXPECT_EQ(se->rtsCount, 1u);
+  // a larger message before its irecv: the request-to-send waits for the irecv
+  memset(sbuf.data(), 0x77, 40000);
+  void* s = nullptr;
+  ASSERT_EQ(ib->isend(sc, sbuf.data(), 40000, 7, smh, nullptr, &s), ncclSuccess);
+  EXPECT_EQ(s, nullptr) << "a larger message went without a clear-to-send";
+  EXPECT_EQ(se->rtsCount, 2u);
+  long long dl = deadlineIn(10000);
+  while (re->rtsCount < 2 && netNowNs() < dl) {
+    int nc = 0;
+    ASSERT_EQ(railnetIbPollDev(rbase(), 0, &nc), ncclSuccess);
+  }
+  ASSERT_EQ(re->rtsCount, 2u) << "the request-to-send never arrived";
+  void* r = irecv(0, 65536);
+  ASSERT_NE(r, nullptr);
+  std::string err;
+  int got = -1;
+  dl = deadlineIn(10000);
+  while (s == nullptr && netNowNs() < dl) ASSERT_EQ(ib->isend(sc, sbuf.data(), 40000, 7, smh, nullptr, &s), ncclSuccess);
+  ASSERT_NE(s, nullptr) << "the irecv did not answer the request-to-send";
+  ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+  ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
+  EXPECT_EQ(got, 40000);
+  for (int b = 0; b < 40000; b++) ASSERT_EQ(rbuf[b], 0x77) << b;
+  EXPECT_EQ(se->rtsCount, 2u);
 }
 
 // A receive buffer registered as GPU memory is written by the NIC, not by the CPU: the

@@ -217,6 +217,19 @@ TEST_F(ToolsSoftRoce, PerfMultiReceiveOverCommPairs) {
   }
   EXPECT_EQ(rows, 2 * 7) << srv;  // 4 KiB .. 256 KiB, bw and lat
 
+  // NCCL's receive pattern for small messages: buffers of 64 KiB, messages of 8 bytes and
+  // 4 KiB (--recv-size), the sizes test() reports are the messages'.
+  c = perf(0, 1, "--recvs 2 -a --min-size 8 --max-size 4K -n 10 --warmup 2 --recv-size 64K --json", &srv);
+  ASSERT_EQ(c.status, 0) << c.out << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "\"recv_size\":65536")) << c.out;
+  EXPECT_TRUE(has(srv, " Settings (from the client): 2 buffer(s) of 65536 bytes (at least) per irecv")) << srv;
+  for (const std::string& row : jsonRows(c.out)) {
+    long long size = jsonNum(row, "bytes");
+    EXPECT_EQ(jsonNum(row, "recv_bytes"), size * 2 * 12) << row;
+    EXPECT_EQ(jsonStr(row, "recv_check"), "ok") << row;
+  }
+  EXPECT_EQ(jsonRows(c.out).size(), 2u * 10) << c.out;  // 8 B .. 4 KiB, bw and lat
+
   // The largest multi-receive, 8 buffers, over 4 pairs, through the oldest ABI (v8: int sizes).
   c = perf(0, 1, "--abi 8 --recvs 8 --comms 4 -s 64K -n 10 --warmup 2 --json", &srv);
   ASSERT_EQ(c.status, 0) << c.out << "\nserver:\n" << srv;

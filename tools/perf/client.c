@@ -17,6 +17,7 @@ static void fillSettings(ends* e, perfConfig* cfg, const size_t* sizes, int nSiz
   cfg->recvs = opt.recvs;
   cfg->comms = opt.comms;
   cfg->cuda = opt.cuda;
+  cfg->recvSize = (int32_t)opt.recvSize;
   for (int i = 0; i < nSizes; i++) cfg->sizes[i] = sizes[i];
   for (int c = 0; c < e->n; c++) NETCALL(netListen(opt.dev, cfg->handles[c], &e->listenComm[c]));
 }
@@ -38,7 +39,7 @@ static void connectPairs(ends* e, char* handle, const size_t* sizes, int nSizes)
   memcpy(&reply, e->ctrlRecv, sizeof(reply));
   if (reply.magic != PERF_MAGIC || reply.comms != e->n) die("the server did not answer the settings");
   for (int c = 1; c < e->n; c++) connectTo(e, c, reply.handles[c], "connect to the server");
-  setupBuffers(e, sizes[nSizes - 1]);
+  setupBuffers(e, sizes[nSizes - 1] > opt.recvSize ? sizes[nSizes - 1] : opt.recvSize);
   recvAck(e);
 }
 

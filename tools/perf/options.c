@@ -8,7 +8,7 @@
 
 #define TOOL "railnet-perf"
 
-perfOptions opt = {NULL, 0, 0, 0, NULL, 18515, NULL, 65536, 65536, 1000, 20, 16, 1, 1, 0, 0, 60, 0, 0, 1, 1, -1};
+perfOptions opt = {NULL, 0, 0, 0, NULL, 18515, NULL, 65536, 65536, 1000, 20, 16, 1, 1, 0, 0, 60, 0, 0, 1, 1, -1, 0};
 
 static void usage(FILE* f) {
   fprintf(f,
@@ -34,6 +34,8 @@ static void usage(FILE* f) {
           "  --recvs N           buffers per irecv, NCCL's multi-receive (1..%d, default 1): the receiver\n"
           "                      posts one irecv of N buffers with tags 0..N-1, the sender one isend per\n"
           "                      tag; -s is the size of each buffer; the plugin's maxRecvs must allow N\n"
+          "  --recv-size B       bytes each irecv buffer posts when larger than the message (default: the\n"
+          "                      message size), as NCCL's proxy posts its step buffers: e.g. 64K\n"
           "  --comms N           N send/recv comm pairs on the device (1..%d, default 1); message i goes\n"
           "                      to pair i mod N; results are the sum over all pairs\n"
           "  --use-cuda[=GPU]    buffers in GPU memory (default GPU 0), registered as NCCL_PTR_CUDA;\n"
@@ -47,8 +49,9 @@ static void usage(FILE* f) {
           "  -h, --help          this text\n"
           "  --version           the version (railnet-perf VERSION)\n"
           "\n"
-          "The client sends its settings (sizes, iterations, --window, --recvs, --comms, --use-cuda) to the\n"
-          "server, so the server needs only --plugin/--dev/--port (and --use-cuda=GPU to pick its own GPU).\n"
+          "The client sends its settings (sizes, iterations, --window, --recvs, --recv-size, --comms, --use-cuda)\n"
+          "to the server, so the server needs only --plugin/--dev/--port (and --use-cuda=GPU to pick its own\n"
+          "GPU).\n"
           "Without --server/--client/--loopback, the rank from OMPI_COMM_WORLD_RANK, PMI_RANK or\n"
           "SLURM_PROCID picks the role: even ranks serve, odd ranks are clients of rank-1; pair k\n"
           "(ranks 2k, 2k+1) uses port P+k, or the file F.k with --handle-file F; clients need --peer\n"
@@ -73,7 +76,7 @@ static size_t parseSize(const char* s) {
 /* Long options without a short form take values from 256 on. */
 enum {
   OPT_SERVER = 256, OPT_CLIENT, OPT_LOOPBACK, OPT_PLUGIN, OPT_DEV, OPT_ABI, OPT_PORT, OPT_PEER, OPT_HANDLE_FILE,
-  OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_WARMUP, OPT_WINDOW, OPT_RECVS, OPT_COMMS, OPT_USE_CUDA, OPT_BW, OPT_LAT,
+  OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_WARMUP, OPT_WINDOW, OPT_RECVS, OPT_COMMS, OPT_USE_CUDA, OPT_BW, OPT_LAT, OPT_RECV_SIZE,
   OPT_JSON, OPT_CSV, OPT_TIMEOUT, OPT_VERSION
 };
 static const struct option longOptions[] = {
@@ -94,6 +97,7 @@ static const struct option longOptions[] = {
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"window", required_argument, NULL, OPT_WINDOW},
     {"recvs", required_argument, NULL, OPT_RECVS},
+    {"recv-size", required_argument, NULL, OPT_RECV_SIZE},
     {"comms", required_argument, NULL, OPT_COMMS},
     {"use-cuda", optional_argument, NULL, OPT_USE_CUDA},
     {"bw", no_argument, NULL, OPT_BW},
@@ -138,6 +142,11 @@ static int parseArgs(int argc, char** argv, int* all, const char** peer, size_t*
         opt.recvs = atoi(v);
         if (opt.recvs < 1 || opt.recvs > MAX_RECVS)
           return cliUsageError(TOOL, "--recvs takes 1 ... %d, not '%s'", MAX_RECVS, v);
+        break;
+      case OPT_RECV_SIZE:
+        opt.recvSize = parseSize(v);
+        if (opt.recvSize > MAX_RECV_SIZE)
+          return cliUsageError(TOOL, "--recv-size takes 0 ... %d bytes, not '%s'", MAX_RECV_SIZE, v);
         break;
       case OPT_COMMS:
         opt.comms = atoi(v);

@@ -29,6 +29,7 @@
 #define PERF_MAGIC 0x7261696c70657266ULL /* "railperf" */
 #define MAX_SIZES 64
 #define MAX_RECVS 8  /* --recvs: NCCL's largest multi-receive (NCCL_NET_IB_MAX_RECVS) */
+#define MAX_RECV_SIZE (1 << 30) /* --recv-size */
 #define MAX_COMMS 16 /* --comms */
 #define CTRL_SIZE 4096
 
@@ -50,6 +51,7 @@ typedef struct {
   int recvs; /* buffers (tags) per irecv */
   int comms; /* send/recv comm pairs */
   int cuda;  /* GPU of --use-cuda, -1 without */
+  size_t recvSize; /* --recv-size: bytes each irecv buffer posts (0: the message size) */
 } perfOptions;
 extern perfOptions opt;
 /* Parses argv into opt and the sizes of the sweep; returns -1 to go on, else the exit
@@ -130,7 +132,7 @@ void checkDevice(int recvs, int cuda);
 typedef struct {
   uint64_t magic;
   int32_t nSizes, iters, warmup, window, bw, lat;
-  int32_t recvs, comms, cuda, pad;
+  int32_t recvs, comms, cuda, recvSize; /* recvSize: --recv-size (0: the message size) */
   uint64_t sizes[MAX_SIZES];
   char handles[MAX_COMMS][NCCL_NET_HANDLE_MAXSIZE]; /* the client's listen handles, one per reverse comm */
 } perfConfig;

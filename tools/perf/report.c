@@ -99,7 +99,9 @@ void settingsLine(const char* who) {
   if (opt.json || opt.csv) return;
   char mem[32] = "host";
   if (cudaGpu() >= 0) snprintf(mem, sizeof(mem), "CUDA (GPU %d)", cudaGpu());
-  printf(" Settings%s: %d buffer(s) per irecv, %d comm pair(s), %s memory\n", who, opt.recvs, opt.comms, mem);
+  char posted[48] = "";
+  if (opt.recvSize) snprintf(posted, sizeof(posted), " of %zu bytes (at least)", opt.recvSize);
+  printf(" Settings%s: %d buffer(s)%s per irecv, %d comm pair(s), %s memory\n", who, opt.recvs, posted, opt.comms, mem);
 }
 
 void printDevice(void) {
@@ -124,6 +126,7 @@ static void settingsJson(const ends* e) {
   jInt("comms", e->n);
   jStr("memory", memoryName());
   jInt("gpu", cudaGpu());
+  jInt("recv_size", (long long)opt.recvSize);
 }
 
 void resultsBegin(const ends* e) {

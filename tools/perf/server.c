@@ -20,7 +20,7 @@ static void receiveSettings(ends* e, void* listenComm, perfConfig* cfg) {
   memcpy(cfg, e->ctrlRecv, sizeof(*cfg));
   if (cfg->magic != PERF_MAGIC || cfg->nSizes <= 0 || cfg->nSizes > MAX_SIZES || cfg->recvs < 1 ||
       cfg->recvs > MAX_RECVS || cfg->comms < 1 || cfg->comms > MAX_COMMS || cfg->window < 1 || cfg->iters < 1 ||
-      cfg->warmup < 0)
+      cfg->warmup < 0 || cfg->recvSize < 0 || cfg->recvSize > MAX_RECV_SIZE)
     die("the client sent no valid settings");
   e->n = opt.comms = cfg->comms;
   e->recvs = opt.recvs = cfg->recvs;
@@ -40,7 +40,8 @@ static void connectPairs(ends* e, perfConfig* cfg) {
   for (int c = 1; c < e->n; c++) acceptOn(e, c, "accept the client's data comms");
   size_t maxSize = 0;
   for (int i = 0; i < cfg->nSizes; i++) maxSize = cfg->sizes[i] > maxSize ? cfg->sizes[i] : maxSize;
-  setupBuffers(e, maxSize);
+  opt.recvSize = (size_t)cfg->recvSize;
+  setupBuffers(e, maxSize > opt.recvSize ? maxSize : opt.recvSize);
   sendAck(e, NULL); /* every comm is up */
 }
 

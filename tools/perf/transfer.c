@@ -71,7 +71,7 @@ void postMsg(ends* e, int isSend, int c, size_t size, msgReqs* m) {
     for (int k = 0; k < e->recvs; k++) m->req[k] = postSend(e, c, e->sbuf + (size_t)k * e->stride, size, e->smh[c], k);
   } else {
     m->n = 1;
-    m->req[0] = postRecv(e, c, e->recvs, e->rbuf, e->stride, size, e->rmh[c]);
+    m->req[0] = postRecv(e, c, e->recvs, e->rbuf, e->stride, size > opt.recvSize ? size : opt.recvSize, e->rmh[c]);
   }
 }
 /* 1 once every request of m completed; what test() reported goes into t. */

@@ -190,7 +190,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
       if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
       r->events[evDev]--;
       if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
-      if (comm->eager) return railnetIbEagerDelivered(comm, r->id);
+      if (comm->eager) return railnetIbEagerDelivered(comm, r->id, (size_t)r->recv.sizes[0]);
       return ncclSuccess;
     }
     default:

@@ -68,7 +68,7 @@ void railnetIbEagerFree(struct railnetIbEager* e) {
 void railnetIbEagerSendMeta(struct ncclIbSendComm* comm, struct ncclIbConnectionMetadata* meta) {
   int size = railnetIbEagerSize();
   if (size <= 0) return;
-  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER;
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_RTS;
   meta->eagerSize = (uint32_t)size;
   meta->eagerAddr = (uint64_t)(uintptr_t)&comm->eagerReleased;
 }
@@ -83,10 +83,12 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
   }
   NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, &comm->eager));
   comm->eager->size = rem->eagerSize;
+  comm->eager->lazy = (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0;
   comm->eager->remAddr = rem->eagerAddr;
   for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
   comm->eagerReleased = 0;
-  INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly", peer, comm->eager->size);
+  INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly%s", peer, comm->eager->size,
+       comm->eager->lazy ? "; larger ones ask for their clear-to-send when it is not there" : "");
   return ncclSuccess;
 }
 
@@ -114,17 +116,19 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   struct railnetIbEager* e = comm->eager;
   e->size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
   e->remAddr = rem->eagerAddr; /* the sender's credit word */
+  e->lazy = (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0;
   int forced = !comm->prepost;
   if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
     comm->prepost = 1;
     for (int q = 0; q < base->nqps; q++) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
   }
-  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER;
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER | (e->lazy ? RAILNET_IB_FLAG_EAGER_RTS : 0);
   meta->eagerSize = e->size;
   meta->eagerAddr = (uint64_t)(uintptr_t)e->buf;
   for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->mrs[d]->rkey;
-  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots%s", peer,
-       e->size, RAILNET_IB_EAGER_SLOTS, forced ? "; receive work requests pre-posted for them after all" : "");
+  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots%s%s",
+       peer, e->size, RAILNET_IB_EAGER_SLOTS, e->lazy ? "; no clear-to-send while the messages are small" : "",
+       forced ? "; receive work requests pre-posted for them after all" : "");
   return ncclSuccess;
 }
 
@@ -184,6 +188,39 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   return ncclSuccess;
 }
 
+ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  uint64_t pos = base->fifoHead;
+  *pollDev = -1;
+  if (e == NULL || !e->lazy || e->rtsSent == pos + 1) return ncclSuccess;
+  struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
+  if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
+    *pollDev = qp->devIndex;
+    return ncclSuccess;
+  }
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.num_sge = 0;
+  wr.imm_data = htobe32(RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_RTS);
+  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
+  wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
+  wr.wr_id = RAILNET_IB_EAGER_WR;
+  if (qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    wr.wr_id |= (uint64_t)qp->eagerUnsig + 1;
+  }
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
+  qp->sqPosted++;
+  if (wr.send_flags & IBV_SEND_SIGNALED) qp->eagerUnsig = 0;
+  else qp->eagerUnsig++;
+  e->rtsSent = pos + 1;
+  e->rtsCount++;
+  return ncclSuccess;
+}
+
 /* Tells the sender the positions delivered in order, once half the ring is free again;
  * signaled (the completion also ends the unsignaled clear-to-send writes before it). Always
  * on QP 0: writes on one QP land in order, so the count the sender sees never goes back. */
@@ -211,9 +248,9 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
   return ncclSuccess;
 }
 
-ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id) {
+/* Position id reached its buffer: the sender is told once half the ring is free again. */
+static ncclResult_t released(struct ncclIbRecvComm* comm, uint64_t id) {
   struct railnetIbEager* e = comm->eager;
-  if (e == NULL) return ncclSuccess;
   if (id < e->released || id - e->released >= 64) {
     WARN("NET/IB : eager comm delivered fifo position %llu outside its window [%llu, +64)", (unsigned long long)id,
          (unsigned long long)e->released);
@@ -225,6 +262,13 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id) {
     e->released++;
   }
   return tellSender(comm);
+}
+
+ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size) {
+  struct railnetIbEager* e = comm->eager;
+  if (e == NULL) return ncclSuccess;
+  e->small = size <= e->size; /* lazy: whether the next irecvs write their clear-to-send */
+  return released(comm, id);
 }
 
 /* The NIC writes n bytes of ring slot s into receive r's buffer (GPU memory, which the CPU
@@ -257,10 +301,11 @@ static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
 static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d) {
   size_t n = size <= r->recv.posted[0] ? size : 0;
   r->recv.sizes[0] = (int)size;
+  comm->eager->small = 1;
   if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, n, d);
   if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
   r->events[d]--;
-  return railnetIbEagerDelivered(comm, r->id);
+  return released(comm, r->id);
 }
 
 ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
@@ -270,7 +315,7 @@ ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const stru
     return ncclInternalError;
   }
   r->events[d]--;
-  return railnetIbEagerDelivered(comm, r->id);
+  return released(comm, r->id);
 }
 
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
@@ -285,7 +330,12 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
     *cts = 0;
     return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex);
   }
-  *cts = posted > e->size;
+  /* lazy: no clear-to-send while the messages are small, unless the sender asked for it */
+  *cts = posted > e->size && !(e->lazy && e->small);
+  if (e->rts[s] == req->id + 1) {
+    e->rts[s] = 0;
+    *cts = 1;
+  }
   if (!*cts) req->recv.lateNs = railnetClockNs() + RAILNET_IB_EAGER_LATE_MS * 1000000ull;
   return ncclSuccess;
 }
@@ -300,13 +350,40 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
   return railnetIbPostCts(comm, req, (int)(req->id % RAILNET_IB_FIFO_SLOTS), 0);
 }
 
+/* A request-to-send for position id on QP q (its data come next on that QP): the clear-to-send
+ * goes now when its irecv is there without one, else when the irecv comes. */
+static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  if (id > e->released + RAILNET_IB_EAGER_SLOTS) {
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB : request-to-send from %s for fifo position %llu, more than %d beyond %llu: the peer is not this "
+         "railnet version or is broken; run the same railnet at both ends, or unset RAILNET_IB_EAGER_SIZE",
+         ncclSocketToString(&base->sock.addr, peer, 1), (unsigned long long)id, RAILNET_IB_EAGER_SLOTS,
+         (unsigned long long)e->released);
+    return ncclRemoteError;
+  }
+  NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, 1)); /* the position's data still come on it */
+  e->rtsCount++;
+  struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];
+  if (r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id) {
+    if (r->recv.lateNs == 0) return ncclSuccess; /* its clear-to-send went already */
+    r->recv.lateNs = 0;
+    return railnetIbPostCts(comm, r, (int)(id % RAILNET_IB_FIFO_SLOTS), 0);
+  }
+  e->rts[id % RAILNET_IB_EAGER_SLOTS] = id + 1;
+  return ncclSuccess;
+}
+
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
   char peer[SOCKET_NAME_MAXLEN];
   int q = railnetIbQpIndex(base, d, wc->qp_num);
-  uint32_t size = be32toh(wc->imm_data) & ~RAILNET_IB_EAGER_IMM;
+  uint32_t imm = be32toh(wc->imm_data);
   uint64_t id = q >= 0 ? comm->qpNextId[q] : 0;
+  if (e->lazy && q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
+  uint32_t size = imm & ~RAILNET_IB_EAGER_IMM;
   if (q < 0 || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
       e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "

@@ -15,6 +15,17 @@
  * RAILNET_IB_EAGER_SLOTS / 2 positions); the sender writes position p eagerly only when p <
  * that count + RAILNET_IB_EAGER_SLOTS, so a ring slot and its bounce slot are free again.
  *
+ * Lazy clear-to-send (RAILNET_IB_FLAG_EAGER_RTS at both ends): NCCL's proxy posts irecvs of
+ * its step buffers, larger than most messages, and ahead of them, so their clear-to-send
+ * would always get there first and every message would pay it. While the last message
+ * delivered was small (at most the agreed size), the receiver writes no clear-to-send for any
+ * irecv; a small message comes eagerly into it. A larger message that finds no clear-to-send
+ * sends a request-to-send (a write with immediate of no bytes, RAILNET_IB_EAGER_RTS, on the
+ * QP its data takes, so it comes before them) and waits; the receiver answers it with the
+ * clear-to-send at once, or at the irecv when that comes later. Once a larger message was
+ * delivered every irecv writes its clear-to-send again (large messages keep their zero-copy
+ * RDMA write without the extra round trip). The 1-s late rule below still holds.
+ *
  * An 8-byte round trip then costs one data write with its acknowledgement each way and the
  * receive completions, instead of a clear-to-send write, a data write and their completions.
  * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
@@ -38,10 +49,13 @@ extern "C" {
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
 #define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
+#define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (lazy clear-to-send) */
 #define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
 
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
+  int lazy;                            /* both ends set RAILNET_IB_FLAG_EAGER_RTS: lazy clear-to-send */
+  uint64_t rtsSent;                    /* sender: position + 1 of the last request-to-send */
   uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
   struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
   /* sender: the receiver's ring */
@@ -54,6 +68,9 @@ struct railnetIbEager {
   uint64_t doneMask;                   /* bit i: position released + i delivered */
   uint64_t told;                       /* the count last written to the sender */
   uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
+  int small;                           /* lazy: the last message delivered was small: irecvs write no clear-to-send */
+  uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
+  uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
 };
 
 /* RAILNET_IB_EAGER_SIZE (0: off). */
@@ -88,12 +105,17 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
  * instead of waiting for ever. */
 #define RAILNET_IB_EAGER_LATE_MS 1000
 ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req);
+/* Sender, lazy: the message at fifoHead found no clear-to-send and does not go eagerly: asks
+ * for one (once per position). *pollDev: -1, or the device whose completions the caller
+ * polls before it tries again (the QP's send queue is full: nothing was posted). */
+ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev);
 /* A receive completion with RAILNET_IB_EAGER_IMM on device d. */
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
 /* A NIC copy into a GPU receive buffer completed on device d (wr_id RAILNET_IB_EAGER_COPY). */
 ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
-/* A message of the eager comm reached its buffer some other way (a data write): position id. */
-ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id);
+/* A message of the eager comm reached its buffer some other way (a data write): position id,
+ * size bytes. */
+ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size);
 void railnetIbEagerFree(struct railnetIbEager* e);
 
 #ifdef __cplusplus

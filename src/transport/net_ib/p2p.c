@@ -158,7 +158,13 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   if (comm->ctsCount == 0) {
     int n = 0;
     NCCLCHECK(railnetIbFifoTake(comm->fifo[slot], base->fifoHead, &base->sock.addr, comm->cts, &n));
-    if (n == 0) return ncclSuccess; /* the receiver has not posted it yet */
+    if (n == 0) { /* the receiver has not posted it yet, or (eager.h, lazy) posted it without one */
+      int d = -1, n = 0;
+      if (comm->eager) NCCLCHECK(railnetIbEagerRts(comm, &d));
+      if (d >= 0) NCCLCHECK(railnetIbPollDev(base, d, &n));
+      if (d >= 0) NCCLCHECK(railnetIbEagerRts(comm, &d));
+      return ncclSuccess;
+    }
     comm->ctsCount = n;
   }
   int nreqs = comm->ctsCount;

@@ -49,6 +49,11 @@ extern "C" {
  * lands there, and a sender failing over reads them with an RDMA READ (0 from older peers:
  * then only the socket exchange says what arrived) */
 #define RAILNET_IB_FLAG_FO_RECORDS 0x8
+/* ncclIbDevInfo.flags of either side's first device, with RAILNET_IB_FLAG_EAGER: lazy
+ * clear-to-send (eager.h). The sender asks a clear-to-send with a request-to-send when a
+ * larger message finds none; the receiver, when both set it, writes none while the comm's
+ * messages are small (older peers: clear-to-send for every irecv larger than eagerSize) */
+#define RAILNET_IB_FLAG_EAGER_RTS 0x10
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
