@@ -307,6 +307,7 @@ TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
     }
   }
   ASSERT_NE(s, nullptr) << "the clear-to-send entry never came";
+  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eager->rtsCount, 1u) << "asked with a request-to-send";
   std::string err;
   int got = -1;
   ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
@@ -318,12 +319,14 @@ TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
 
 // NCCL's receive pattern: irecv buffers of 64 KiB, larger than the messages, posted before
 // them. With lazy clear-to-send (both ends this railnet) the receiver writes no clear-to-send
-// while the messages are small: an 8-byte message costs the receiver one work request (its
-// receive reposted) and a credit write per half ring, no clear-to-send write. A larger message
-// then finds none and asks with a request-to-send, answered at once when its irecv is there
-// and at the irecv when the request came first; the larger ones after it find their
-// clear-to-send (no request), and small messages go eagerly again. Every byte checked. One
-// thread drives both ends, as NCCL's proxy does (the receiver's test() takes the requests).
+// while the messages are small (after RAILNET_IB_EAGER_RETRY small ones through a
+// clear-to-send: a comm starts with them): an 8-byte message costs the receiver one work
+// request (its receive reposted) and a credit write per half ring, no clear-to-send write. A
+// larger message then finds none and asks with a request-to-send, answered at once when its
+// irecv is there and at the irecv when the request came first; the larger ones after it find
+// their clear-to-send (no request), and small messages go eagerly again after
+// RAILNET_IB_EAGER_RETRY. Every byte checked. One thread drives both ends, as NCCL's proxy
+// does (the receiver's test() takes the requests).
 TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSend) {
   connect("1024");
   auto* se = ((struct ncclIbSendComm*)sc)->eager;
@@ -352,7 +355,8 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
       if (rbuf[b] != fill) return "byte " + std::to_string(b) + " of message " + std::to_string(k);
     return "";
   };
-  ASSERT_EQ(one(8, nullptr), "");  // the comm starts with clear-to-send entries; small from here
+  for (int i = 0; i < RAILNET_IB_EAGER_RETRY; i++) ASSERT_EQ(one(8, nullptr), "");  // through clear-to-send
+  EXPECT_EQ(re->small, 1) << "small messages through a clear-to-send did not turn it lazy";
   const int n = 100;
   uint64_t w0 = rbase()->work.wrs;
   for (int i = 0; i < n; i++) ASSERT_EQ(one(8, nullptr), "") << LogCapture::all();
@@ -368,8 +372,13 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   ASSERT_EQ(one(32768, nullptr), "");
   ASSERT_EQ(one(65536, nullptr), "");
   EXPECT_EQ(se->rtsCount, 1u) << "a request-to-send although the irecv wrote its clear-to-send";
-  // small again: eagerly, after the first (whose irecv followed a large message)
-  for (int i = 0; i < 5; i++) ASSERT_EQ(one(8, nullptr), "");
+  // small again: through their clear-to-send, then lazy again and eagerly
+  EXPECT_EQ(re->small, 0);
+  for (int i = 0; i < RAILNET_IB_EAGER_RETRY + 1; i++) ASSERT_EQ(one(8, nullptr), "");
+  EXPECT_EQ(re->small, 1);
+  w0 = rbase()->work.wrs;
+  for (int i = 0; i < 16; i++) ASSERT_EQ(one(8, nullptr), "");
+  EXPECT_LE((double)(rbase()->work.wrs - w0) / 16, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01);
   EXPECT_EQ(se->rtsCount, 1u);
   // a larger message before its irecv: the request-to-send waits for the irecv
   memset(sbuf.data(), 0x77, 40000);

@@ -78,7 +78,7 @@ struct ncclIbRequest {
     struct {
       int* sizes;                      /* nreqs entries (the sizes records of its slot) */
       void* buf;                       /* buffer 0 (an eager message is copied there) */
-      uint64_t lateNs;                 /* eager, no clear-to-send: when one is sent anyway (0: sent) */
+      uint64_t lateNs;                 /* eager, no clear-to-send: when one is sent anyway (0: sent; 1: not set yet) */
       const struct ncclIbMrHandle* mh; /* eager: buffer 0's registration (its type: who copies) */
       size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
     } recv;
@@ -106,6 +106,7 @@ struct ncclIbNetCommBase {
   uint32_t maxInline;                  /* what the QPs were granted */
   int qpTc, qpSl;                      /* traffic class and service level of the data QPs */
   int failed;                          /* an error completion was seen (liveness.h: railnetIbCommFail) */
+  uint32_t clockCalls;                 /* liveness.h: data path calls since the clock was last read */
   uint64_t peerLookNs;                 /* liveness.h: when to look at the peer's socket next */
   uint64_t peerGoneNs;                 /* ... when it was first seen closed (0: it was not) */
   uint64_t portLookNs;                 /* liveness.h: when to query the ports of the comm next */

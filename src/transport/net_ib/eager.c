@@ -11,6 +11,7 @@
 #include "devices.h"
 #include "failover.h"
 #include "ibvwrap.h"
+#include "liveness.h"
 #include "matching.h"
 #include "param.h"
 #include "post.h"
@@ -267,7 +268,15 @@ static ncclResult_t released(struct ncclIbRecvComm* comm, uint64_t id) {
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size) {
   struct railnetIbEager* e = comm->eager;
   if (e == NULL) return ncclSuccess;
-  e->small = size <= e->size; /* lazy: whether the next irecvs write their clear-to-send */
+  /* lazy: a larger message has the next irecvs write their clear-to-send; after
+   * RAILNET_IB_EAGER_RETRY small ones that came that way they try without again (the sender
+   * may send them eagerly; one whose memory cannot go eagerly asks again) */
+  if (size > e->size) {
+    e->small = 0;
+    e->smallRun = 0;
+  } else if (!e->small && ++e->smallRun >= RAILNET_IB_EAGER_RETRY) {
+    e->small = 1;
+  }
   return released(comm, id);
 }
 
@@ -301,7 +310,8 @@ static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
 static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d) {
   size_t n = size <= r->recv.posted[0] ? size : 0;
   r->recv.sizes[0] = (int)size;
-  comm->eager->small = 1;
+  comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
+  comm->eager->asked = 0;
   if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, n, d);
   if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
   r->events[d]--;
@@ -330,18 +340,25 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
     *cts = 0;
     return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex);
   }
-  /* lazy: no clear-to-send while the messages are small, unless the sender asked for it */
-  *cts = posted > e->size && !(e->lazy && e->small);
+  /* not lazy: a clear-to-send for an irecv larger than the eager size; lazy: none while small
+   * messages come eagerly, else that one, and one for every irecv once the sender asked with
+   * a request-to-send (it needs them, whatever the irecv's size: GPU memory) */
+  *cts = posted > e->size;
+  if (e->lazy) *cts = !e->small && (*cts || e->asked);
   if (e->rts[s] == req->id + 1) {
     e->rts[s] = 0;
     *cts = 1;
   }
-  if (!*cts) req->recv.lateNs = railnetClockNs() + RAILNET_IB_EAGER_LATE_MS * 1000000ull;
+  if (!*cts) req->recv.lateNs = 1; /* no clock read here: the deadline is set at the first look */
   return ncclSuccess;
 }
 
 ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req) {
-  if (req->recv.lateNs == 0 || railnetClockNs() < req->recv.lateNs) return ncclSuccess;
+  /* test() counted this call in railnetIbDevicesCheck: the clock only when that was due */
+  if (req->recv.lateNs == 0 || comm->base.clockCalls % RAILNET_IB_CLOCK_CALLS != 0) return ncclSuccess;
+  uint64_t now = railnetClockNs();
+  if (req->recv.lateNs == 1) req->recv.lateNs = now + RAILNET_IB_EAGER_LATE_MS * 1000000ull;
+  if (now < req->recv.lateNs) return ncclSuccess;
   req->recv.lateNs = 0;
   char peer[SOCKET_NAME_MAXLEN];
   INFO(NCCL_NET, "NET/IB : receive of fifo position %llu from %s: no eager message in %d ms; announcing it with a "
@@ -355,7 +372,9 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
 static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
-  if (id > e->released + RAILNET_IB_EAGER_SLOTS) {
+  /* the sender passed no position without its clear-to-send (an irecv posted here) or a
+   * ring slot: beyond both, the peer is broken */
+  if (id > e->released + RAILNET_IB_EAGER_SLOTS && id > base->fifoHead) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : request-to-send from %s for fifo position %llu, more than %d beyond %llu: the peer is not this "
          "railnet version or is broken; run the same railnet at both ends, or unset RAILNET_IB_EAGER_SIZE",
@@ -365,6 +384,9 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) 
   }
   NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, 1)); /* the position's data still come on it */
   e->rtsCount++;
+  e->small = 0; /* this sender needs clear-to-send entries (a larger message, or GPU memory) */
+  e->smallRun = 0;
+  e->asked = 1;
   struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];
   if (r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id) {
     if (r->recv.lateNs == 0) return ncclSuccess; /* its clear-to-send went already */

@@ -17,14 +17,18 @@
  *
  * Lazy clear-to-send (RAILNET_IB_FLAG_EAGER_RTS at both ends): NCCL's proxy posts irecvs of
  * its step buffers, larger than most messages, and ahead of them, so their clear-to-send
- * would always get there first and every message would pay it. While the last message
- * delivered was small (at most the agreed size), the receiver writes no clear-to-send for any
- * irecv; a small message comes eagerly into it. A larger message that finds no clear-to-send
- * sends a request-to-send (a write with immediate of no bytes, RAILNET_IB_EAGER_RTS, on the
- * QP its data takes, so it comes before them) and waits; the receiver answers it with the
- * clear-to-send at once, or at the irecv when that comes later. Once a larger message was
- * delivered every irecv writes its clear-to-send again (large messages keep their zero-copy
- * RDMA write without the extra round trip). The 1-s late rule below still holds.
+ * would always get there first and every message would pay it. While small messages come
+ * eagerly, the receiver writes no clear-to-send for any irecv. A message that finds no
+ * clear-to-send and cannot go eagerly (larger, or from GPU memory) sends a request-to-send (a
+ * write with immediate of no bytes, RAILNET_IB_EAGER_RTS, on the QP its data takes, so it
+ * comes before them) and waits; the receiver answers it with the clear-to-send at once, or at
+ * the irecv when that comes later, and from then on every irecv writes its clear-to-send
+ * again (so does a larger message delivered): such messages keep their zero-copy RDMA write
+ * without the extra round trip. After RAILNET_IB_EAGER_RETRY small messages in a row came
+ * through a clear-to-send the irecvs try without again. A comm starts as without lazy
+ * clear-to-send (one for irecvs larger than the eager size); once a request-to-send came,
+ * small irecvs write theirs too until a message comes eagerly. The 1-s late rule below
+ * still holds.
  *
  * An 8-byte round trip then costs one data write with its acknowledgement each way and the
  * receive completions, instead of a clear-to-send write, a data write and their completions.
@@ -46,6 +50,7 @@ extern "C" {
 
 #define RAILNET_IB_EAGER_SLOTS 16
 #define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* bytes per ring slot: the largest RAILNET_IB_EAGER_SIZE */
+#define RAILNET_IB_EAGER_RETRY 16        /* lazy: small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
 #define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
@@ -68,7 +73,9 @@ struct railnetIbEager {
   uint64_t doneMask;                   /* bit i: position released + i delivered */
   uint64_t told;                       /* the count last written to the sender */
   uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
-  int small;                           /* lazy: the last message delivered was small: irecvs write no clear-to-send */
+  int small;                           /* lazy: irecvs write no clear-to-send now */
+  int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
+  int asked;                           /* lazy: a request-to-send came since the last eager message */
   uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
   uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
 };

@@ -219,6 +219,7 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
         replayed++;
       } else {
         fo->chunkPending[s] &= ~bit;
+        fo->chunkReplay[s] &= ~bit; /* a replay still queued for it is not needed any more */
         arrived++;
       }
     }

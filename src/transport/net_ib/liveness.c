@@ -20,6 +20,8 @@ void railnetIbCommFail(struct ncclIbNetCommBase* base) {
 }
 
 ncclResult_t railnetIbPeerCheck(struct ncclIbNetCommBase* base, const char* during) {
+  /* the call's railnetIbDevicesCheck counted it: the clock only when that one was due too */
+  if (base->clockCalls % RAILNET_IB_CLOCK_CALLS != 0) return ncclSuccess;
   uint64_t now = railnetClockNs();
   if (now < base->peerLookNs) return ncclSuccess;
   base->peerLookNs = now + RAILNET_IB_PEER_LOOK_MS * 1000000ull;
@@ -94,7 +96,7 @@ static ncclResult_t portNotActive(struct ncclIbNetCommBase* base, int d, enum ib
 
 ncclResult_t railnetIbDevicesCheck(struct ncclIbNetCommBase* base, const char* func) {
   uint64_t now = 0;
-  int lookAll = 0;
+  int lookAll = 0, due = railnetIbClockDue(base);
   for (int d = 0; d < base->vProps.ndevs && !base->failed; d++) {
     if (!railnetIbFoDevInUse(base, d)) continue;
     struct ncclIbCommDev* cd = &base->devs[d];
@@ -112,6 +114,7 @@ ncclResult_t railnetIbDevicesCheck(struct ncclIbNetCommBase* base, const char* f
     }
     uint32_t pe = __atomic_load_n(&dev->stats.portErrors, __ATOMIC_ACQUIRE);
     if (pe == cd->portErrSeen && !lookAll) {
+      if (!due) continue; /* the periodic look reads the clock once in RAILNET_IB_CLOCK_CALLS calls */
       if (now == 0) now = railnetClockNs();
       if (now < base->portLookNs) continue;
       lookAll = 1; /* time for the periodic look: every device of the comm */

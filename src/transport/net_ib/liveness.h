@@ -21,6 +21,14 @@ extern "C" {
 #endif
 
 #define RAILNET_IB_PEER_LOOK_MS 5
+/* The time-based looks read the clock once in this many data path calls that get that far
+ * (a clock read can be a system call where the clock source has no vDSO: a VM's HPET, and
+ * a small message's round trip is a few dozen test() calls) */
+#define RAILNET_IB_CLOCK_CALLS 16
+/* Whether this call reads the clock for the periodic looks (liveness.c, eager.c). */
+static inline int railnetIbClockDue(struct ncclIbNetCommBase* base) {
+  return ++base->clockCalls % RAILNET_IB_CLOCK_CALLS == 0;
+}
 #define RAILNET_IB_PEER_GRACE_MS 1000
 
 /* Marks the comm failed and tells the peer (its socket's sending side is shut down). */

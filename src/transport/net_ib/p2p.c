@@ -98,6 +98,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
       fo->chunkQp[slot][i] = (uint8_t)(qp - base->qps);
       fo->chunkPending[slot] |= 1ull << i;
       fo->chunkReplaying[slot] &= ~(1ull << i);
+      fo->chunkReplay[slot] &= ~(1ull << i);
     }
     NCCLCHECK(railnetIbPostChunk(comm, slot, i, qp, rem));
   }
