@@ -150,26 +150,21 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   return qp->sqPosted + 1 <= base->sqDepth ? 1 : -1 - qp->devIndex;
 }
 
-ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
-                                void* phandle) {
-  struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
-  uint64_t pos = base->fifoHead;
-  struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
-  uint8_t* slot = e->buf + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
-  if (size) memcpy(slot, data, size);
-  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)size, e->mrs[qp->devIndex]->lkey};
+/* Writes sge (NULL: no bytes) with immediate imm into ring slot pos % RAILNET_IB_EAGER_SLOTS
+ * of the receiver on qp: an eager message or a request-to-send. Unsignaled writes leave the
+ * send queue with a later signaled one: one in RAILNET_IB_EAGER_SIGNAL is signaled. */
+static ncclResult_t ringWrite(struct ncclIbNetCommBase* base, struct railnetIbEager* e, struct ncclIbQp* qp,
+                              uint64_t pos, struct ibv_sge* sge, uint32_t imm) {
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.sg_list = &sge;
-  wr.num_sge = size ? 1 : 0;
-  wr.imm_data = htobe32(RAILNET_IB_EAGER_IMM | (uint32_t)size);
+  wr.sg_list = sge;
+  wr.num_sge = sge ? 1 : 0;
+  wr.imm_data = htobe32(imm);
   wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
   wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
-  if (base->useInline && size <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
+  if (sge && base->useInline && sge->length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
   wr.wr_id = RAILNET_IB_EAGER_WR;
-  /* unsignaled writes leave the send queue with a later signaled one: one in _SIGNAL */
   if (qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
     wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id |= (uint64_t)qp->eagerUnsig + 1;
@@ -179,6 +174,19 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   qp->sqPosted++;
   if (wr.send_flags & IBV_SEND_SIGNALED) qp->eagerUnsig = 0;
   else qp->eagerUnsig++;
+  return ncclSuccess;
+}
+
+ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
+                                void* phandle) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  uint64_t pos = base->fifoHead;
+  struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
+  uint8_t* slot = e->buf + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
+  if (size) memcpy(slot, data, size);
+  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)size, e->mrs[qp->devIndex]->lkey};
+  NCCLCHECK(ringWrite(base, e, qp, pos, size ? &sge : NULL, RAILNET_IB_EAGER_IMM | (uint32_t)size));
   req->type = NCCL_NET_IB_REQ_EAGER;
   req->id = pos;
   req->send.size = size;
@@ -200,23 +208,7 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
     *pollDev = qp->devIndex;
     return ncclSuccess;
   }
-  struct ibv_send_wr wr, *bad = NULL;
-  memset(&wr, 0, sizeof(wr));
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.num_sge = 0;
-  wr.imm_data = htobe32(RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_RTS);
-  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
-  wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
-  wr.wr_id = RAILNET_IB_EAGER_WR;
-  if (qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
-    wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id |= (uint64_t)qp->eagerUnsig + 1;
-  }
-  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
-  base->work.wrs++;
-  qp->sqPosted++;
-  if (wr.send_flags & IBV_SEND_SIGNALED) qp->eagerUnsig = 0;
-  else qp->eagerUnsig++;
+  NCCLCHECK(ringWrite(base, e, qp, pos, NULL, RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_RTS));
   e->rtsSent = pos + 1;
   e->rtsCount++;
   return ncclSuccess;
