@@ -45,13 +45,15 @@ class ToolsSoftRoce : public SoftRoceHostsTest {
   std::string sysPort(size_t i) const { return "/sys/class/infiniband/" + devs[i] + "/ports/1/"; }
 
   // railnet-perf --server on device index srvDev, the client on cliDev, through a handle file.
-  ToolRun perf(int srvDev, int cliDev, const std::string& clientArgs, std::string* server) {
+  // srvEnv / cliEnv: "VAR=value ..." for that end's process only; srvArgs: more server options
+  ToolRun perf(int srvDev, int cliDev, const std::string& clientArgs, std::string* server,
+               const std::string& srvEnv = "", const std::string& cliEnv = "", const std::string& srvArgs = "") {
     TempDir d;
     std::string tool = "RAILNET_TRANSPORT=ib timeout 150 " + buildTool("railnet-perf") + " --plugin " + pluginLib() +
                        " --handle-file " + d.path() + "/handle --timeout 120 ";
-    ToolRun r = shellRun(tool + "--server --dev " + std::to_string(srvDev) + " >" + d.path() + "/server.out 2>&1 & " + tool +
-                   "--client '' --dev " + std::to_string(cliDev) + " " + clientArgs +
-                   "; rc=$?; wait $! || rc=$((rc + 100)); exit $rc");
+    ToolRun r = shellRun(srvEnv + " " + tool + "--server --dev " + std::to_string(srvDev) + " " + srvArgs + " >" + d.path() +
+                         "/server.out 2>&1 & " + cliEnv + " " + tool + "--client '' --dev " + std::to_string(cliDev) +
+                         " " + clientArgs + "; rc=$?; wait $! || rc=$((rc + 100)); exit $rc");
     *server = readFile(d.path() + "/server.out");
     return r;
   }
@@ -193,6 +195,49 @@ TEST_F(ToolsSoftRoce, PerfSweepBetweenTheTwoDevices) {
       }
       EXPECT_TRUE(found) << size << " " << t << "\n" << srv;
     }
+}
+
+// Eager messages asked by one end only (RAILNET_IB_EAGER_SIZE in one process, as when ranks
+// run with different settings): that end's send comm says the receiver did not agree, its
+// receive comm that the sender does not ask, both directions keep the clear-to-send protocol,
+// nothing hangs and every buffer arrives whole (the server checks each; 64 KiB irecvs, 8 B ..
+// 64 KiB messages, bandwidth and ping-pong); then both ends set it: eager agreed both ways.
+TEST_F(ToolsSoftRoce, PerfEagerAtOneEndOnly) {
+  const std::string eager = "RAILNET_IB_EAGER_SIZE=1024 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET";
+  const std::string quiet = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET";
+  for (int c = 0; c < 3; c++) {  // 0: the client asks, 1: the server asks, 2: both
+    SCOPED_TRACE(c == 0 ? "client only" : c == 1 ? "server only" : "both");
+    std::string srv;
+    ToolRun r = perf(0, 1, "-v -a --min-size 8 --max-size 64K -n 20 --warmup 2 --recv-size 64K", &srv,
+                     c >= 1 ? eager : quiet, c != 1 ? eager : quiet, "-v");
+    ASSERT_EQ(r.status, 0) << r.out << "\nserver:\n" << srv;
+    int rows = 0;
+    std::istringstream in(srv);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string tag, check;
+      long long size = 0, n = 0, bytes = 0;
+      if (!(f >> tag >> size >> n >> bytes >> check) || tag != "receiver:") continue;
+      rows++;
+      EXPECT_EQ(bytes, size * 22) << line;
+      EXPECT_EQ(check, "ok") << line;
+    }
+    EXPECT_EQ(rows, 2 * 14) << srv;  // 8 B .. 64 KiB, bw and lat
+    const std::string& asker = c == 1 ? srv : r.out;
+    const std::string& other = c == 1 ? r.out : srv;
+    if (c < 2) {
+      EXPECT_TRUE(has(asker, "no eager messages (the receiver did not agree")) << asker;
+      EXPECT_TRUE(has(asker, "no eager messages: the sender does not set RAILNET_IB_EAGER_SIZE")) << asker;
+      EXPECT_FALSE(has(other, "go eagerly")) << other;
+    } else {
+      for (const std::string* o : {&r.out, &srv}) {
+        EXPECT_TRUE(has(*o, "messages up to 1024 bytes go eagerly; larger ones ask for their clear-to-send")) << *o;
+        EXPECT_TRUE(has(*o, "messages up to 1024 bytes come eagerly into a ring of 16 slots; no clear-to-send while"))
+            << *o;
+      }
+    }
+  }
 }
 
 // NCCL's multi-receive (one irecv of N buffers, tags 0..N-1) over several comm pairs.
