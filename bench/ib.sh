@@ -25,8 +25,9 @@
 #   --lat-sweep          also the latency of 8 B .. 64 KiB (powers of two) with NCCL's receive
 #                        pattern, irecv buffers of 64 KiB (railnet-perf --recv-size 64K): the
 #                        default protocol (mean of a run before and one after the others), eager
-#                        (RAILNET_IB_EAGER_SIZE=1024) and the peer plugin, with their ratios, and
+#                        (RAILNET_IB_EAGER_SIZE, --eager-size) and the peer plugin, with their ratios, and
 #                        packets per 8-byte round trip of each that way
+#   --eager-size N       RAILNET_IB_EAGER_SIZE of the eager rows (default 1024, at most 8192)
 #   --peer-plugin PATH   another plugin (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so):
 #                        its 8-byte latency and packets per round trip beside railnet's, same boot
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
@@ -34,7 +35,7 @@
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
 #   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
 #                                acknowledgements, over a run of 2N round trips minus one of N)
-#   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (RAILNET_IB_EAGER_SIZE=1024 at both ends)
+#   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (RAILNET_IB_EAGER_SIZE=--eager-size at both ends)
 #   pkts_per_rtt eager  PACKETS;  work_per_rtt eager  WRS  CQES  (the same, eager)
 #   sweep_lat  SIZE  ITERS  DEFAULT_TYPICAL_us  EAGER_TYPICAL_us  PEER_TYPICAL_us  (--lat-sweep;
 #                                64 KiB irecv buffers; 0: not measured)
@@ -50,7 +51,7 @@
 # costs when nothing fails (two alternating runs each; target: a ratio of 1, no measurable
 # loss), and the bandwidth before, during and after a failover (veth2 down) and after the
 # port's recovery (veth2 up; NCCL_IB_RESILIENCY_PORT_RECOVERY=1).
-# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS SWEEP
+# Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS SWEEP EAGER
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -136,7 +137,7 @@ sweep_peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --recv-size 64K --
 
 # lat_sweep ITERS TSV: the typical half round trip of 8 B .. 64 KiB into 64 KiB irecv buffers
 # (NCCL's proxy posts its step buffers, larger than most messages): the default protocol,
-# eager (RAILNET_IB_EAGER_SIZE=1024 at both ends) and the peer plugin one after the other,
+# eager (RAILNET_IB_EAGER_SIZE=$EAGER at both ends) and the peer plugin one after the other,
 # then the packets per 8-byte round trip of each.
 lat_sweep() {
   local iters=$1 tsv=$2 status=0 size d e p
@@ -146,7 +147,7 @@ lat_sweep() {
   # eager's and the peer's sit between them (the host's load drifts over minutes)
   declare -A def2
   while IFS=, read -r _ size _ _ _ d _; do def[$size]=$d; done < <(pair $args) || status=1
-  while IFS=, read -r _ size _ _ _ e _; do eag[$size]=$e; done < <(RAILNET_IB_EAGER_SIZE=1024 pair $args) || status=1
+  while IFS=, read -r _ size _ _ _ e _; do eag[$size]=$e; done < <(RAILNET_IB_EAGER_SIZE=$EAGER pair $args) || status=1
   if [ -n "${RAILNET_BENCH_PEER:-}" ]; then
     while IFS=, read -r _ size _ _ _ p _; do peer[$size]=$p; done < <(PLUGIN=$RAILNET_BENCH_PEER pair $args) || status=1
   fi
@@ -155,17 +156,16 @@ lat_sweep() {
     def[$size]=$(awk -v a="${def[$size]}" -v b="${def2[$size]:-${def[$size]}}" 'BEGIN { printf "%.2f", (a + b) / 2 }')
   done
   ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-  printf '  %-10s %8s  %12s %12s %12s  %13s %11s %13s
-' sweep bytes default_us eager_us peer_us eager/default eager/peer default/peer
+  printf '  %-10s into 64 KiB irecv buffers; eager: RAILNET_IB_EAGER_SIZE=%s\n' sweep "$EAGER"
+  printf '  %-10s %8s  %12s %12s %12s  %13s %11s %13s\n' sweep bytes default_us eager_us peer_us eager/default eager/peer default/peer
   for ((size = 8; size <= 65536; size *= 2)); do
-    printf '  %-10s %8d  %12s %12s %12s  %13s %11s %13s
-' sweep "$size" "${def[$size]:-n/a}" "${eag[$size]:-n/a}" \
+    printf '  %-10s %8d  %12s %12s %12s  %13s %11s %13s\n' sweep "$size" "${def[$size]:-n/a}" "${eag[$size]:-n/a}" \
       "${peer[$size]:-n/a}" "$(ratio "${eag[$size]}" "${def[$size]}")" "$(ratio "${eag[$size]}" "${peer[$size]}")" \
       "$(ratio "${def[$size]}" "${peer[$size]}")"
     printf 'sweep_lat\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "${def[$size]:-0}" "${eag[$size]:-0}" "${peer[$size]:-0}" >>"$tsv"
   done
   d=$(pkts_per_rtt "$iters" sweep_lat) || { d=n/a; status=1; }
-  e=$(RAILNET_IB_EAGER_SIZE=1024 pkts_per_rtt "$iters" sweep_lat) || { e=n/a; status=1; }
+  e=$(RAILNET_IB_EAGER_SIZE=$EAGER pkts_per_rtt "$iters" sweep_lat) || { e=n/a; status=1; }
   p=""
   [ -n "${RAILNET_BENCH_PEER:-}" ] && { p=$(pkts_per_rtt "$iters" sweep_peer_lat) || { p=n/a; status=1; }; }
   printf '  %-10s %8d  packets per round trip into 64 KiB buffers: default %s, eager %s%s\n' sweep 8 "$d" "$e" "${p:+, peer $p}"
@@ -285,6 +285,7 @@ failover_rows() {
 
 in_vm() {
   local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} sweep=${5:-0} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
+  EAGER=${6:-1024}
   local pt=$SOFTROCE_OUT/perftest.tsv r
   declare -A ratios
   : >"$tsv"
@@ -371,10 +372,10 @@ in_vm() {
   printf '  %-10s %8d  per round trip (both ends): railnet %s work requests posted, %s completions polled\n' \
     work 8 "$ww" "$cc"
   printf 'work_per_rtt\trailnet\t%s\t%s\n' "$ww" "$cc" >>"$tsv"
-  # eager small messages (RAILNET_IB_EAGER_SIZE=1024 at both ends, src/transport/net_ib/eager.h):
+  # eager small messages (RAILNET_IB_EAGER_SIZE=$EAGER at both ends, src/transport/net_ib/eager.h):
   # latency right after the default protocol's and the peer's, then its packets and work
   local erow etyp eavg ep ewc ew ec
-  export RAILNET_IB_EAGER_SIZE=1024
+  export RAILNET_IB_EAGER_SIZE=$EAGER
   erow=$(pair --lat -s 8 -n "$latIters" --warmup 20) || status=1
   IFS=, read -r _ _ _ _ _ etyp eavg _ <<<"$erow"
   ep=$(pkts_per_rtt "$latIters" railnet_lat) || { ep=n/a; status=1; }
@@ -401,7 +402,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3 SWEEP=0
+SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3 SWEEP=0 EAGER=1024
 OUT=$BUILD/softroce/bench-ib
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -412,6 +413,8 @@ while [ $# -gt 0 ]; do
       case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench/ib.sh: --rounds needs a number >= 1" >&2; exit 2 ;; esac ;;
     -o) OUT=$2; shift 2 ;;
     --lat-sweep) SWEEP=1; shift ;;
+    --eager-size) EAGER=$2; shift 2
+      case "$EAGER" in ''|*[!0-9]*|0) echo "bench/ib.sh: --eager-size needs 1 .. 8192" >&2; exit 2 ;; esac ;;
     --peer-plugin) RAILNET_BENCH_PEER=$(readlink -f "$2"); shift 2
       [ -f "$RAILNET_BENCH_PEER" ] || { echo "bench/ib.sh: --peer-plugin $2: no such file" >&2; exit 2; }
       export RAILNET_BENCH_PEER ;;
@@ -427,7 +430,7 @@ self="$HERE/$(basename "$0")"
 load() { echo "host: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) ($1)"; }
 load before
 "$HERE/softroce-perftest.sh" -o "$OUT" --bw-sizes "$SIZES" --lat-sizes 8 --bw-mib "$MIB" \
-  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB $ROUNDS $SWEEP"
+  --lat-iters "$LAT_ITERS" "railnet_ib=$self --in-vm '$SIZES' $LAT_ITERS $MIB $ROUNDS $SWEEP $EAGER"
 rc=$?
 load after
 exit $rc

@@ -135,12 +135,13 @@ TEST_F(IbEagerSoftRoceTest, DefaultProtocolCostsAClearToSendPerMessage) {
 // registration and a bounce registration per device).
 class IbEagerMixedTest : public IbEagerSoftRoceTest {
  protected:
-  std::string mixed(int dev, size_t* eagerSlots) {
+  std::string mixed(int dev, size_t* eagerSlots, std::vector<size_t> more = {}) {
     if (ib->listen(ctx, dev, handle, &lc) != ncclSuccess) return "listen failed";
     void *s = nullptr, *r = nullptr;
     if (!netConnectPair(ib, ctx, dev, handle, lc, &s, &r, 60000)) return "connect/accept failed";
     NetPlan plan;
     plan.sizes = {0, 1, 8, 1023, 1024, 1025, 65536 + 3, 1 << 20};
+    plan.sizes.insert(plan.sizes.end(), more.begin(), more.end());
     for (int k = 0; k < 120; k++) {
       size_t size = (size_t)(k * 97) % 2100;
       plan.groups.push_back({NetMsg{size, k % 2 ? size : (size_t)70000}});
@@ -181,6 +182,21 @@ TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnAFusedDevice) {
   EXPECT_EQ(mixed(d, &released), "");
   EXPECT_GE(released, 120u);
 }
+
+// A larger eager size: ring slots of that size rounded up to 64 bytes (3000: 3008), messages
+// around it (2999, 3000, 3001) among the mix; and the largest size, 8192.
+class IbEagerLargerSlots : public IbEagerMixedTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(IbEagerLargerSlots, MixedSizesAndBuffersMoveEveryByte) {
+  const size_t n = (size_t)GetParam();
+  env.set("RAILNET_IB_EAGER_SIZE", std::to_string(n).c_str());
+  initTwoDevices();
+  size_t released = 0;
+  EXPECT_EQ(mixed(0, &released, {n - 1, n, n + 1}), "");
+  EXPECT_GE(released, 120u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Size, IbEagerLargerSlots, ::testing::Values(3000, 8192));
 
 // Sixteen messages before any irecv: each isend is done at once and the bytes wait in the
 // ring; the seventeenth waits for room; the irecvs then find them in order.
@@ -372,6 +388,29 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   ASSERT_EQ(one(32768, nullptr), "");
   ASSERT_EQ(one(65536, nullptr), "");
   EXPECT_EQ(se->rtsCount, 1u) << "a request-to-send although the irecv wrote its clear-to-send";
+  // in that mode (the receiver's mode word tells the sender every irecv writes its
+  // clear-to-send) a message whose irecv is not posted yet waits without asking
+  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eagerMode & 1, 1u) << "the sender was not told";
+  {
+    memset(sbuf.data(), 0x5a, 20000);
+    void* s2 = nullptr;
+    ASSERT_EQ(ib->isend(sc, sbuf.data(), 20000, 7, smh, nullptr, &s2), ncclSuccess);
+    EXPECT_EQ(s2, nullptr);
+    EXPECT_EQ(se->rtsCount, 1u) << "a request-to-send although the irecv will write its clear-to-send";
+    void* r2 = irecv(0, 65536);
+    ASSERT_NE(r2, nullptr);
+    long long dl2 = deadlineIn(10000);
+    while (s2 == nullptr && netNowNs() < dl2)
+      ASSERT_EQ(ib->isend(sc, sbuf.data(), 20000, 7, smh, nullptr, &s2), ncclSuccess);
+    ASSERT_NE(s2, nullptr) << "the irecv's clear-to-send never came";
+    std::string err2;
+    int got2 = -1;
+    ASSERT_TRUE(netWait(ib, s2, nullptr, deadlineIn(10000), &err2)) << err2;
+    ASSERT_TRUE(netWait(ib, r2, &got2, deadlineIn(10000), &err2)) << err2;
+    EXPECT_EQ(got2, 20000);
+    for (int b = 0; b < 20000; b++) ASSERT_EQ(rbuf[b], 0x5a) << b;
+    EXPECT_EQ(se->rtsCount, 1u);
+  }
   // small again: through their clear-to-send, then lazy again and eagerly
   EXPECT_EQ(re->small, 0);
   for (int i = 0; i < RAILNET_IB_EAGER_RETRY + 1; i++) ASSERT_EQ(one(8, nullptr), "");

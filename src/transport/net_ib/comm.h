@@ -132,6 +132,7 @@ struct ncclIbSendComm {
   /* written by the receiver of an eager comm (eager.h): fifo positions it delivered; in the
    * fifo's registration */
   volatile uint64_t eagerReleased __attribute__((aligned(64)));
+  volatile uint64_t eagerMode;         /* ... and, lazy, its clear-to-send mode (eager.c modeUpdate) */
   struct railnetIbEager* eager;        /* NULL: no eager messages */
   /* the sizes of a multi-send, written into the receiver's records */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];

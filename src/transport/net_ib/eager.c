@@ -32,23 +32,29 @@ RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 
 int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_SIZE]); }
 
-#define RING_BYTES (RAILNET_IB_EAGER_SLOTS * RAILNET_IB_EAGER_MAX)
-#define BUF_BYTES (RING_BYTES + 4096) /* the receiver's credit word in the page after the ring */
+/* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->stride bytes each) and the receiver's credit
+ * word after the last one. */
+#define SLOT(e, s) ((e)->buf + (size_t)(s) * (e)->stride)
+#define CREDIT_WORD(e) ((volatile uint64_t*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
 
-/* buf of BUF_BYTES, pages of its own (munmap gives them back at close, no heap holes),
- * registered on every device of base. */
-static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, struct railnetIbEager** out) {
+/* The ring (receiver) or bounce slots (sender) for messages of at most size bytes (the agreed
+ * size: both ends lay the slots out alike), pages of its own (munmap gives them back at
+ * close, no heap holes), registered on every device of base. */
+static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, struct railnetIbEager** out) {
   struct railnetIbEager* e = NULL;
   NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
-  void* p = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  e->size = size;
+  e->stride = (size + 63u) & ~63u;
+  e->bytes = ((size_t)RAILNET_IB_EAGER_SLOTS * e->stride + 64 + 4095) & ~(size_t)4095;
+  void* p = mmap(NULL, e->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
+    WARN("NET/IB : out of memory for an eager ring (%zu bytes): %s", e->bytes, strerror(errno));
     free(e);
-    WARN("NET/IB : out of memory for an eager ring (%d bytes): %s", BUF_BYTES, strerror(errno));
     return ncclSystemError;
   }
   e->buf = (uint8_t*)p;
   for (int d = 0; d < base->vProps.ndevs; d++) {
-    ncclResult_t r = wrap_ibv_reg_mr(&e->mrs[d], base->devs[d].pd, e->buf, BUF_BYTES, access);
+    ncclResult_t r = wrap_ibv_reg_mr(&e->mrs[d], base->devs[d].pd, e->buf, e->bytes, access);
     if (r != ncclSuccess) {
       railnetIbEagerFree(e);
       return r;
@@ -62,7 +68,7 @@ void railnetIbEagerFree(struct railnetIbEager* e) {
   if (e == NULL) return;
   for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
     if (e->mrs[d]) wrap_ibv_dereg_mr(e->mrs[d]);
-  if (e->buf) munmap(e->buf, BUF_BYTES);
+  if (e->buf) munmap(e->buf, e->bytes);
   free(e);
 }
 
@@ -82,12 +88,12 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
     INFO(NCCL_NET, "NET/IB : send comm to %s: no eager messages (the receiver did not agree: see its log)", peer);
     return ncclSuccess;
   }
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, &comm->eager));
-  comm->eager->size = rem->eagerSize;
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &comm->eager));
   comm->eager->lazy = (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0;
   comm->eager->remAddr = rem->eagerAddr;
   for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
   comm->eagerReleased = 0;
+  comm->eagerMode = 0;
   INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly%s", peer, comm->eager->size,
        comm->eager->lazy ? "; larger ones ask for their clear-to-send when it is not there" : "");
   return ncclSuccess;
@@ -113,9 +119,9 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
     INFO(NCCL_NET, "NET/IB : receive comm with %s: no eager messages: %s", peer, no);
     return ncclSuccess;
   }
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &comm->eager));
+  uint32_t size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size, &comm->eager));
   struct railnetIbEager* e = comm->eager;
-  e->size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
   e->remAddr = rem->eagerAddr; /* the sender's credit word */
   e->lazy = (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0;
   int forced = !comm->prepost;
@@ -161,7 +167,7 @@ static ncclResult_t ringWrite(struct ncclIbNetCommBase* base, struct railnetIbEa
   wr.sg_list = sge;
   wr.num_sge = sge ? 1 : 0;
   wr.imm_data = htobe32(imm);
-  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
+  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * e->stride;
   wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
   if (sge && base->useInline && sge->length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
   wr.wr_id = RAILNET_IB_EAGER_WR;
@@ -183,7 +189,7 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   struct railnetIbEager* e = comm->eager;
   uint64_t pos = base->fifoHead;
   struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
-  uint8_t* slot = e->buf + (pos % RAILNET_IB_EAGER_SLOTS) * RAILNET_IB_EAGER_MAX;
+  uint8_t* slot = SLOT(e, pos % RAILNET_IB_EAGER_SLOTS);
   if (size) memcpy(slot, data, size);
   struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)size, e->mrs[qp->devIndex]->lkey};
   NCCLCHECK(ringWrite(base, e, qp, pos, size ? &sge : NULL, RAILNET_IB_EAGER_IMM | (uint32_t)size));
@@ -203,6 +209,10 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
   uint64_t pos = base->fifoHead;
   *pollDev = -1;
   if (e == NULL || !e->lazy || e->rtsSent == pos + 1) return ncclSuccess;
+  /* the receiver's mode (modeUpdate): every irecv from position `from` on writes its
+   * clear-to-send (bit 0 set), or the ones before `from` did: no request where one comes */
+  uint64_t mode = comm->eagerMode, from = mode >> 1;
+  if ((mode & 1) ? pos >= from : pos < from) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
   if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
     *pollDev = qp->devIndex;
@@ -221,10 +231,11 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct ncclIbQp* qp = &base->qps[0];
   struct railnetIbEager* e = comm->eager;
-  if (e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2) return ncclSuccess;
-  volatile uint64_t* word = (volatile uint64_t*)(e->buf + RING_BYTES);
-  *word = e->released;
-  struct ibv_sge sge = {(uintptr_t)word, sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
+  if (e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
+  volatile uint64_t* word = CREDIT_WORD(e);
+  word[0] = e->released;
+  word[1] = e->mode; /* lazy: the sender's eagerMode (each word lands whole) */
+  struct ibv_sge sge = {(uintptr_t)word, (uint32_t)(e->lazy ? 2 : 1) * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -238,7 +249,19 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
   base->work.wrs++;
   qp->ctsUnsig = 0;
   e->told = e->released;
+  e->modeTold = e->mode;
   return ncclSuccess;
+}
+
+/* Lazy: whether every irecv from now on writes its clear-to-send (a sender asked, and small
+ * messages do not come eagerly); when that changes the sender is told at once, with the
+ * position it holds from (railnetIbEagerRts: no request-to-send where one comes anyway). */
+static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
+  struct railnetIbEager* e = comm->eager;
+  uint64_t every = !e->small && e->asked;
+  if (!e->lazy || every == (e->mode & 1)) return ncclSuccess;
+  e->mode = every | (comm->base.fifoHead << 1);
+  return tellSender(comm);
 }
 
 /* Position id reached its buffer: the sender is told once half the ring is free again. */
@@ -269,6 +292,7 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
   } else if (!e->small && ++e->smallRun >= RAILNET_IB_EAGER_RETRY) {
     e->small = 1;
   }
+  NCCLCHECK(modeUpdate(comm));
   return released(comm, id);
 }
 
@@ -281,7 +305,7 @@ static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   struct ncclIbCommDev* cd = &base->devs[d];
   struct railnetIbEager* e = comm->eager;
   if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
-  struct ibv_sge sge = {(uintptr_t)(e->buf + (size_t)s * RAILNET_IB_EAGER_MAX), (uint32_t)n, e->mrs[d]->lkey};
+  struct ibv_sge sge = {(uintptr_t)SLOT(e, s), (uint32_t)n, e->mrs[d]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -304,8 +328,9 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   r->recv.sizes[0] = (int)size;
   comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
   comm->eager->asked = 0;
+  NCCLCHECK(modeUpdate(comm));
   if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, n, d);
-  if (n) memcpy(r->recv.buf, comm->eager->buf + (size_t)s * RAILNET_IB_EAGER_MAX, n);
+  if (n) memcpy(r->recv.buf, SLOT(comm->eager, s), n);
   r->events[d]--;
   return released(comm, r->id);
 }
@@ -379,6 +404,7 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) 
   e->small = 0; /* this sender needs clear-to-send entries (a larger message, or GPU memory) */
   e->smallRun = 0;
   e->asked = 1;
+  NCCLCHECK(modeUpdate(comm));
   struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];
   if (r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id) {
     if (r->recv.lateNs == 0) return ncclSuccess; /* its clear-to-send went already */

@@ -25,7 +25,10 @@
  * the irecv when that comes later, and from then on every irecv writes its clear-to-send
  * again (so does a larger message delivered): such messages keep their zero-copy RDMA write
  * without the extra round trip. After RAILNET_IB_EAGER_RETRY small messages in a row came
- * through a clear-to-send the irecvs try without again. A comm starts as without lazy
+ * through a clear-to-send the irecvs try without again. The receiver tells the sender when
+ * "every irecv writes its clear-to-send" starts or ends, and from which position (the
+ * credit write's second word, the sender's eagerMode), so the sender asks only where an
+ * irecv may have none. A comm starts as without lazy
  * clear-to-send (one for irecvs larger than the eager size); once a request-to-send came,
  * small irecvs write theirs too until a message comes eagerly. The 1-s late rule below
  * still holds.
@@ -49,7 +52,7 @@ extern "C" {
 #endif
 
 #define RAILNET_IB_EAGER_SLOTS 16
-#define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* bytes per ring slot: the largest RAILNET_IB_EAGER_SIZE */
+#define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* the largest RAILNET_IB_EAGER_SIZE */
 #define RAILNET_IB_EAGER_RETRY 16        /* lazy: small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
@@ -59,6 +62,8 @@ extern "C" {
 
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
+  uint32_t stride;                     /* bytes per ring / bounce slot: size rounded up to 64 */
+  size_t bytes;                        /* buf's length (the slots, the credit word, whole pages) */
   int lazy;                            /* both ends set RAILNET_IB_FLAG_EAGER_RTS: lazy clear-to-send */
   uint64_t rtsSent;                    /* sender: position + 1 of the last request-to-send */
   uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
@@ -78,6 +83,7 @@ struct railnetIbEager {
   int asked;                           /* lazy: a request-to-send came since the last eager message */
   uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
   uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
+  uint64_t mode, modeTold;             /* lazy, receiver: (position << 1) | every irecv writes its clear-to-send */
 };
 
 /* RAILNET_IB_EAGER_SIZE (0: off). */

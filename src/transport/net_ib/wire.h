@@ -43,7 +43,7 @@ extern "C" {
 /* ncclIbDevInfo.flags of either side's first device: eager messages (eager.h); the sender
  * asks, the receiver agrees (then eagerSize is the agreed size) */
 #define RAILNET_IB_FLAG_EAGER 0x4
-#define RAILNET_IB_EAGER_MAX_BYTES 1024 /* the largest eagerSize (a ring slot) */
+#define RAILNET_IB_EAGER_MAX_BYTES 8192 /* the largest eagerSize (a ring slot; 1024 before the slots were sized by it) */
 /* ncclIbDevInfo.flags of the receiver's first device, with RAILNET_IB_FLAG_FAILOVER: foRecAddr /
  * foRecRkeys name its completion records (failover.h): the sender's last write of each chunk
  * lands there, and a sender failing over reads them with an RDMA READ (0 from older peers:
