@@ -445,6 +445,55 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   EXPECT_EQ(se->rtsCount, 2u);
 }
 
+// irecvs posted ahead while small messages come eagerly write no clear-to-send; messages
+// into them alternate large and small: each large one asks with a request-to-send, also the
+// one after an eager message came between (the receiver's mode then vouches only for the
+// irecvs of its clear-to-send period, not for the ones posted before it): none waits for the
+// 1-s late rule.
+TEST_F(IbEagerSoftRoceTest, IrecvsPostedAheadAreAskedWhateverCameBetween) {
+  connect("1024");
+  auto* se = ((struct ncclIbSendComm*)sc)->eager;
+  ASSERT_NE(se, nullptr);
+  ASSERT_TRUE(se->lazy);
+  // into the lazy mode: RAILNET_IB_EAGER_RETRY small messages through a clear-to-send
+  for (int i = 0; i < RAILNET_IB_EAGER_RETRY + 1; i++) {
+    void* r = irecv(0, 65536);
+    void* s = isend(0, 8, deadlineIn(10000));
+    ASSERT_NE(s, nullptr);
+    std::string err;
+    ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+    ASSERT_TRUE(netWait(ib, r, nullptr, deadlineIn(10000), &err)) << err;
+  }
+  ASSERT_EQ(((struct ncclIbRecvComm*)rc)->eager->small, 1);
+  const size_t sizes[4] = {20000, 8, 20000, 8};
+  std::vector<void*> rs;
+  for (int i = 0; i < 4; i++) rs.push_back(irecv((size_t)i * 65536, 65536));
+  uint64_t rts0 = se->rtsCount;
+  for (int i = 0; i < 4; i++) {
+    memset(sbuf.data() + (size_t)i * 65536, 0x21 + i, sizes[i]);
+    void* s = nullptr;
+    long long dl = deadlineIn(10000);
+    while (s == nullptr && netNowNs() < dl) {
+      ASSERT_EQ(ib->isend(sc, sbuf.data() + (size_t)i * 65536, sizes[i], 7, smh, nullptr, &s), ncclSuccess);
+      int done = 0;
+      for (void* r : rs) {  // the receiver's progress (its requests-to-send answered)
+        if (r && s == nullptr) {
+          ASSERT_EQ(ib->test(r, &done, nullptr), ncclSuccess);
+        }
+      }
+    }
+    ASSERT_NE(s, nullptr) << "message " << i;
+    std::string err;
+    ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+    int got = -1;
+    ASSERT_TRUE(netWait(ib, rs[i], &got, deadlineIn(10000), &err)) << err;
+    rs[i] = nullptr;
+    EXPECT_EQ(got, (int)sizes[i]);
+    for (size_t b = 0; b < sizes[i]; b++) ASSERT_EQ(rbuf[(size_t)i * 65536 + b], (char)(0x21 + i)) << i;
+  }
+  EXPECT_EQ(se->rtsCount, rts0 + 2) << "a large message waited without asking (for the late rule)";
+}
+
 // A receive buffer registered as GPU memory is written by the NIC, not by the CPU: the
 // receiver's QP connected to itself RDMA-writes the message from its ring slot, whether the
 // irecv came first or the message waited in the ring; the irecv is done once that write

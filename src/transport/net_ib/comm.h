@@ -133,6 +133,7 @@ struct ncclIbSendComm {
    * fifo's registration */
   volatile uint64_t eagerReleased __attribute__((aligned(64)));
   volatile uint64_t eagerMode;         /* ... and, lazy, its clear-to-send mode (eager.c modeUpdate) */
+  volatile uint64_t eagerModeFrom;
   struct railnetIbEager* eager;        /* NULL: no eager messages */
   /* the sizes of a multi-send, written into the receiver's records */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];

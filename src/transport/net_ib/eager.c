@@ -38,13 +38,16 @@ int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_
 #define CREDIT_WORD(e) ((volatile uint64_t*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
 
 /* The ring (receiver) or bounce slots (sender) for messages of at most size bytes (the agreed
- * size: both ends lay the slots out alike), pages of its own (munmap gives them back at
+ * size: both ends lay the slots out alike: sized by it when both set RAILNET_IB_FLAG_EAGER_RTS
+ * (lazy), 1024 bytes each with an older peer), pages of its own (munmap gives them back at
  * close, no heap holes), registered on every device of base. */
-static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, struct railnetIbEager** out) {
+static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, int lazy,
+                               struct railnetIbEager** out) {
   struct railnetIbEager* e = NULL;
   NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
   e->size = size;
-  e->stride = (size + 63u) & ~63u;
+  e->lazy = lazy;
+  e->stride = lazy ? (size + 63u) & ~63u : RAILNET_IB_EAGER_LEGACY_SLOT;
   e->bytes = ((size_t)RAILNET_IB_EAGER_SLOTS * e->stride + 64 + 4095) & ~(size_t)4095;
   void* p = mmap(NULL, e->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -88,12 +91,13 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
     INFO(NCCL_NET, "NET/IB : send comm to %s: no eager messages (the receiver did not agree: see its log)", peer);
     return ncclSuccess;
   }
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &comm->eager));
-  comm->eager->lazy = (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0;
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize,
+                       (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0, &comm->eager));
   comm->eager->remAddr = rem->eagerAddr;
   for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
   comm->eagerReleased = 0;
   comm->eagerMode = 0;
+  comm->eagerModeFrom = 0;
   INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly%s", peer, comm->eager->size,
        comm->eager->lazy ? "; larger ones ask for their clear-to-send when it is not there" : "");
   return ncclSuccess;
@@ -120,10 +124,10 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
     return ncclSuccess;
   }
   uint32_t size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size, &comm->eager));
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size,
+                       (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0, &comm->eager));
   struct railnetIbEager* e = comm->eager;
   e->remAddr = rem->eagerAddr; /* the sender's credit word */
-  e->lazy = (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0;
   int forced = !comm->prepost;
   if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
     comm->prepost = 1;
@@ -209,10 +213,11 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
   uint64_t pos = base->fifoHead;
   *pollDev = -1;
   if (e == NULL || !e->lazy || e->rtsSent == pos + 1) return ncclSuccess;
-  /* the receiver's mode (modeUpdate): every irecv from position `from` on writes its
-   * clear-to-send (bit 0 set), or the ones before `from` did: no request where one comes */
-  uint64_t mode = comm->eagerMode, from = mode >> 1;
-  if ((mode & 1) ? pos >= from : pos < from) return ncclSuccess;
+  /* the receiver's mode (modeUpdate): every irecv from position mode >> 1 on writes its
+   * clear-to-send (bit 0 set), or the ones from eagerModeFrom up to it did: no request
+   * where one comes anyway */
+  uint64_t mode = comm->eagerMode, to = mode >> 1;
+  if ((mode & 1) ? pos >= to : pos >= comm->eagerModeFrom && pos < to) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
   if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
     *pollDev = qp->devIndex;
@@ -234,8 +239,9 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
   if (e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
   volatile uint64_t* word = CREDIT_WORD(e);
   word[0] = e->released;
-  word[1] = e->mode; /* lazy: the sender's eagerMode (each word lands whole) */
-  struct ibv_sge sge = {(uintptr_t)word, (uint32_t)(e->lazy ? 2 : 1) * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
+  word[1] = e->mode; /* lazy: the sender's eagerMode and eagerModeFrom (each word lands whole) */
+  word[2] = e->everyFrom;
+  struct ibv_sge sge = {(uintptr_t)word, (uint32_t)(e->lazy ? 3 : 1) * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -260,6 +266,9 @@ static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
   struct railnetIbEager* e = comm->eager;
   uint64_t every = !e->small && e->asked;
   if (!e->lazy || every == (e->mode & 1)) return ncclSuccess;
+  /* an "every" period [everyFrom, its end) is what a later mode 0 still vouches for: the
+   * irecvs before it (eager ones) wrote none */
+  if (every) e->everyFrom = comm->base.fifoHead;
   e->mode = every | (comm->base.fifoHead << 1);
   return tellSender(comm);
 }

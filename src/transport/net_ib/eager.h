@@ -53,6 +53,7 @@ extern "C" {
 
 #define RAILNET_IB_EAGER_SLOTS 16
 #define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* the largest RAILNET_IB_EAGER_SIZE */
+#define RAILNET_IB_EAGER_LEGACY_SLOT 1024 /* ring slot bytes with a peer without lazy clear-to-send */
 #define RAILNET_IB_EAGER_RETRY 16        /* lazy: small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
@@ -84,6 +85,7 @@ struct railnetIbEager {
   uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
   uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
   uint64_t mode, modeTold;             /* lazy, receiver: (position << 1) | every irecv writes its clear-to-send */
+  uint64_t everyFrom;                  /* ... where the last such period began */
 };
 
 /* RAILNET_IB_EAGER_SIZE (0: off). */

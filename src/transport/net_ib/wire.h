@@ -52,7 +52,9 @@ extern "C" {
 /* ncclIbDevInfo.flags of either side's first device, with RAILNET_IB_FLAG_EAGER: lazy
  * clear-to-send (eager.h). The sender asks a clear-to-send with a request-to-send when a
  * larger message finds none; the receiver, when both set it, writes none while the comm's
- * messages are small (older peers: clear-to-send for every irecv larger than eagerSize) */
+ * messages are small, and its credit write is three words (delivered count, mode, where the
+ * mode's period began); ring slots are sized by eagerSize (older peers: clear-to-send for
+ * every irecv larger than eagerSize, 1024-byte slots, a one-word credit write) */
 #define RAILNET_IB_FLAG_EAGER_RTS 0x10
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
