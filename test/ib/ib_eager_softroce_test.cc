@@ -349,7 +349,7 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   auto* re = ((struct ncclIbRecvComm*)rc)->eager;
   ASSERT_NE(se, nullptr);
   ASSERT_NE(re, nullptr);
-  ASSERT_TRUE(se->lazy && re->lazy) << "both ends are this railnet: lazy clear-to-send agreed";
+  ASSERT_EQ(re->stride, 1088u) << "ring slots: an 8-byte header and 1024 bytes, rounded up to 64";
   int k = 0;
   // irecv of 64 KiB (unless the message's isend went first), then isend and test() both
   auto one = [&](size_t size, void* r) -> std::string {
@@ -454,7 +454,6 @@ TEST_F(IbEagerSoftRoceTest, IrecvsPostedAheadAreAskedWhateverCameBetween) {
   connect("1024");
   auto* se = ((struct ncclIbSendComm*)sc)->eager;
   ASSERT_NE(se, nullptr);
-  ASSERT_TRUE(se->lazy);
   // into the lazy mode: RAILNET_IB_EAGER_RETRY small messages through a clear-to-send
   for (int i = 0; i < RAILNET_IB_EAGER_RETRY + 1; i++) {
     void* r = irecv(0, 65536);
@@ -593,5 +592,55 @@ TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {
   EXPECT_TRUE(LogCapture::contains("irecv of 2 buffers on a comm with eager messages")) << LogCapture::all();
   exchange(20, 512);  // the comm still works
 }
+
+// An isend whose tag is not the one of the irecv at its fifo position. The clear-to-send
+// protocol holds it at the sender until an irecv of its tag is announced; an eager message
+// has no entry to match, so the receiver checks the tag in its header and fails the comm with
+// a WARN naming both tags, whether the irecv came first or the message did. No byte of the
+// irecv's buffer is written.
+class IbEagerWrongTag : public IbEagerSoftRoceTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(IbEagerWrongTag, FailsTheCommInsteadOfFillingTheBuffer) {
+  const bool messageFirst = GetParam();
+  connect("1024");
+  memset(rbuf.data(), 0x5a, 64);
+  memset(sbuf.data(), 0x11, 64);
+  LogCapture cap;
+  long long dl = deadlineIn(10000);
+  void* r = nullptr;
+  if (!messageFirst) {
+    r = irecv(0, 64);
+    ASSERT_NE(r, nullptr);
+  }
+  void* s = nullptr;
+  while (s == nullptr && netNowNs() < dl) ASSERT_EQ(ib->isend(sc, sbuf.data(), 64, 8, smh, nullptr, &s), ncclSuccess);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(((struct ncclIbRequest*)s)->type, NCCL_NET_IB_REQ_EAGER) << "the message did not go eagerly";
+  ncclResult_t res = ncclSuccess;
+  if (messageFirst) {  // the message waits in the ring; then the irecv of tag 7 for its position
+    auto* re = ((struct ncclIbRecvComm*)rc)->eager;
+    while (re->arrived[0] == 0 && netNowNs() < dl)
+      for (int d = 0; d < rbase()->vProps.ndevs; d++) {
+        int n = 0;
+        ASSERT_EQ(railnetIbPollDev(rbase(), d, &n), ncclSuccess);
+      }
+    ASSERT_NE(re->arrived[0], 0u) << "the eager message did not arrive";
+    void* data = rbuf.data();
+    size_t posted = 64;
+    int tag = 7;
+    res = ib->irecv(rc, 1, &data, &posted, &tag, &rmh, nullptr, &r);
+    EXPECT_EQ(r, nullptr);
+  } else {
+    int done = 0;
+    while (res == ncclSuccess && !done && netNowNs() < dl) res = ib->test(r, &done, nullptr);
+    EXPECT_EQ(done, 0);
+  }
+  EXPECT_EQ(res, ncclInvalidUsage);
+  EXPECT_TRUE(LogCapture::contains("with tag 8 came at fifo position 0, whose irecv has tag 7")) << LogCapture::all();
+  for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], 0x5a) << "byte " << b << " of the irecv's buffer was written";
+}
+
+INSTANTIATE_TEST_SUITE_P(Order, IbEagerWrongTag, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "MessageFirst" : "IrecvFirst"; });
 
 }  // namespace

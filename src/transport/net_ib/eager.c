@@ -32,22 +32,21 @@ RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 
 int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_SIZE]); }
 
-/* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->stride bytes each) and the receiver's credit
- * word after the last one. */
+/* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->stride bytes each: a railnetIbEagerHdr, then the
+ * message's bytes) and the receiver's credit words after the last one. */
 #define SLOT(e, s) ((e)->buf + (size_t)(s) * (e)->stride)
+#define HDR_BYTES sizeof(struct railnetIbEagerHdr)
 #define CREDIT_WORD(e) ((volatile uint64_t*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
 
 /* The ring (receiver) or bounce slots (sender) for messages of at most size bytes (the agreed
- * size: both ends lay the slots out alike: sized by it when both set RAILNET_IB_FLAG_EAGER_RTS
- * (lazy), 1024 bytes each with an older peer), pages of its own (munmap gives them back at
- * close, no heap holes), registered on every device of base. */
-static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, int lazy,
-                               struct railnetIbEager** out) {
+ * size: both ends lay the slots out alike, the header and size bytes rounded up to 64), pages
+ * of its own (munmap gives them back at close, no heap holes), registered on every device of
+ * base. */
+static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, struct railnetIbEager** out) {
   struct railnetIbEager* e = NULL;
   NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
   e->size = size;
-  e->lazy = lazy;
-  e->stride = lazy ? (size + 63u) & ~63u : RAILNET_IB_EAGER_LEGACY_SLOT;
+  e->stride = (uint32_t)((size + HDR_BYTES + 63u) & ~(size_t)63u);
   e->bytes = ((size_t)RAILNET_IB_EAGER_SLOTS * e->stride + 64 + 4095) & ~(size_t)4095;
   void* p = mmap(NULL, e->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -78,7 +77,7 @@ void railnetIbEagerFree(struct railnetIbEager* e) {
 void railnetIbEagerSendMeta(struct ncclIbSendComm* comm, struct ncclIbConnectionMetadata* meta) {
   int size = railnetIbEagerSize();
   if (size <= 0) return;
-  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_RTS;
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_TAGS;
   meta->eagerSize = (uint32_t)size;
   meta->eagerAddr = (uint64_t)(uintptr_t)&comm->eagerReleased;
 }
@@ -87,19 +86,18 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
                                        const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
   if (railnetIbEagerSize() <= 0) return ncclSuccess;
-  if (!(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER)) {
+  if (!(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_TAGS)) {
     INFO(NCCL_NET, "NET/IB : send comm to %s: no eager messages (the receiver did not agree: see its log)", peer);
     return ncclSuccess;
   }
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize,
-                       (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0, &comm->eager));
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &comm->eager));
   comm->eager->remAddr = rem->eagerAddr;
   for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
   comm->eagerReleased = 0;
   comm->eagerMode = 0;
   comm->eagerModeFrom = 0;
-  INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly%s", peer, comm->eager->size,
-       comm->eager->lazy ? "; larger ones ask for their clear-to-send when it is not there" : "");
+  INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly; larger ones ask for their "
+       "clear-to-send when it is not there", peer, comm->eager->size);
   return ncclSuccess;
 }
 
@@ -117,15 +115,18 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   struct ncclIbNetCommBase* base = &comm->base;
   int mine = railnetIbEagerSize();
   if (mine <= 0) return ncclSuccess;
-  const char* no = !(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER) ? "the sender does not set RAILNET_IB_EAGER_SIZE"
-                                                                   : eagerRefusal(comm);
+  int flags = rem->devs[0].flags;
+  const char* no = (flags & RAILNET_IB_FLAG_EAGER_TAGS) ? eagerRefusal(comm)
+                   : (flags & RAILNET_IB_FLAG_EAGER)
+                       ? "the sender's railnet is older (its eager messages carry no tag); run the same railnet at "
+                         "both ends"
+                       : "the sender does not set RAILNET_IB_EAGER_SIZE";
   if (no) {
     INFO(NCCL_NET, "NET/IB : receive comm with %s: no eager messages: %s", peer, no);
     return ncclSuccess;
   }
   uint32_t size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size,
-                       (rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_RTS) != 0, &comm->eager));
+  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size, &comm->eager));
   struct railnetIbEager* e = comm->eager;
   e->remAddr = rem->eagerAddr; /* the sender's credit word */
   int forced = !comm->prepost;
@@ -133,12 +134,12 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
     comm->prepost = 1;
     for (int q = 0; q < base->nqps; q++) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
   }
-  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER | (e->lazy ? RAILNET_IB_FLAG_EAGER_RTS : 0);
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_TAGS;
   meta->eagerSize = e->size;
   meta->eagerAddr = (uint64_t)(uintptr_t)e->buf;
   for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->mrs[d]->rkey;
-  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots%s%s",
-       peer, e->size, RAILNET_IB_EAGER_SLOTS, e->lazy ? "; no clear-to-send while the messages are small" : "",
+  INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots; no "
+       "clear-to-send while the messages are small%s", peer, e->size, RAILNET_IB_EAGER_SLOTS,
        forced ? "; receive work requests pre-posted for them after all" : "");
   return ncclSuccess;
 }
@@ -188,15 +189,17 @@ static ncclResult_t ringWrite(struct ncclIbNetCommBase* base, struct railnetIbEa
 }
 
 ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
-                                void* phandle) {
+                                int tag, void* phandle) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
   uint64_t pos = base->fifoHead;
   struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
   uint8_t* slot = SLOT(e, pos % RAILNET_IB_EAGER_SLOTS);
-  if (size) memcpy(slot, data, size);
-  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)size, e->mrs[qp->devIndex]->lkey};
-  NCCLCHECK(ringWrite(base, e, qp, pos, size ? &sge : NULL, RAILNET_IB_EAGER_IMM | (uint32_t)size));
+  struct railnetIbEagerHdr hdr = {(uint32_t)tag, (uint32_t)size};
+  memcpy(slot, &hdr, sizeof(hdr));
+  if (size) memcpy(slot + HDR_BYTES, data, size);
+  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->mrs[qp->devIndex]->lkey};
+  NCCLCHECK(ringWrite(base, e, qp, pos, &sge, RAILNET_IB_EAGER_IMM | (uint32_t)size));
   req->type = NCCL_NET_IB_REQ_EAGER;
   req->id = pos;
   req->send.size = size;
@@ -212,7 +215,7 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
   struct railnetIbEager* e = comm->eager;
   uint64_t pos = base->fifoHead;
   *pollDev = -1;
-  if (e == NULL || !e->lazy || e->rtsSent == pos + 1) return ncclSuccess;
+  if (e == NULL || e->rtsSent == pos + 1) return ncclSuccess;
   /* the receiver's mode (modeUpdate): every irecv from position mode >> 1 on writes its
    * clear-to-send (bit 0 set), or the ones from eagerModeFrom up to it did: no request
    * where one comes anyway */
@@ -241,7 +244,7 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
   word[0] = e->released;
   word[1] = e->mode; /* lazy: the sender's eagerMode and eagerModeFrom (each word lands whole) */
   word[2] = e->everyFrom;
-  struct ibv_sge sge = {(uintptr_t)word, (uint32_t)(e->lazy ? 3 : 1) * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
+  struct ibv_sge sge = {(uintptr_t)word, 3 * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -265,7 +268,7 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
 static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
   struct railnetIbEager* e = comm->eager;
   uint64_t every = !e->small && e->asked;
-  if (!e->lazy || every == (e->mode & 1)) return ncclSuccess;
+  if (every == (e->mode & 1)) return ncclSuccess;
   /* an "every" period [everyFrom, its end) is what a later mode 0 still vouches for: the
    * irecvs before it (eager ones) wrote none */
   if (every) e->everyFrom = comm->base.fifoHead;
@@ -314,7 +317,7 @@ static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   struct ncclIbCommDev* cd = &base->devs[d];
   struct railnetIbEager* e = comm->eager;
   if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
-  struct ibv_sge sge = {(uintptr_t)SLOT(e, s), (uint32_t)n, e->mrs[d]->lkey};
+  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->mrs[d]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -330,16 +333,42 @@ static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   return ncclSuccess;
 }
 
+/* The message in ring slot s is for receive r: its header agrees with the immediate's size and
+ * carries the irecv's tag. An eager message has no clear-to-send to match its tag against, so
+ * an isend whose tag differs from the irecv at its fifo position would land in the wrong
+ * buffer: the comm fails instead (ncclInvalidUsage), with a WARN naming both tags. */
+static ncclResult_t checkHeader(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size) {
+  struct railnetIbEagerHdr hdr;
+  memcpy(&hdr, SLOT(comm->eager, s), sizeof(hdr));
+  uint32_t want = comm->elems[r->id % RAILNET_IB_FIFO_SLOTS][0].tag;
+  char peer[SOCKET_NAME_MAXLEN];
+  if (hdr.size != size) {
+    WARN("NET/IB : eager message from %s at fifo position %llu says %u bytes in its header and %u in its immediate: "
+         "the peer is broken or not this railnet", ncclSocketToString(&comm->base.sock.addr, peer, 1),
+         (unsigned long long)r->id, hdr.size, size);
+    railnetIbCommFail(&comm->base);
+    return ncclRemoteError;
+  }
+  if (hdr.tag == want) return ncclSuccess;
+  WARN("NET/IB : eager message from %s with tag %d came at fifo position %llu, whose irecv has tag %d. Eager messages "
+       "(RAILNET_IB_EAGER_SIZE) go to the irecvs in the order they were posted, so the isends must come in the same "
+       "order of tags (NCCL's own use has one tag per comm); unset RAILNET_IB_EAGER_SIZE for this pattern",
+       ncclSocketToString(&comm->base.sock.addr, peer, 1), (int)hdr.tag, (unsigned long long)r->id, (int)want);
+  railnetIbCommFail(&comm->base);
+  return ncclInvalidUsage;
+}
+
 /* Copies a message of size bytes from ring slot s into receive r (what fits: a larger size
  * fails the size check at test()): the CPU into host memory, the NIC into GPU memory. */
 static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d) {
+  NCCLCHECK(checkHeader(comm, r, s, size));
   size_t n = size <= r->recv.posted[0] ? size : 0;
   r->recv.sizes[0] = (int)size;
   comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
   comm->eager->asked = 0;
   NCCLCHECK(modeUpdate(comm));
   if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, n, d);
-  if (n) memcpy(r->recv.buf, SLOT(comm->eager, s), n);
+  if (n) memcpy(r->recv.buf, SLOT(comm->eager, s) + HDR_BYTES, n);
   r->events[d]--;
   return released(comm, r->id);
 }
@@ -366,11 +395,10 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
     *cts = 0;
     return deliver(comm, req, s, e->arrivedSize[s], qp->devIndex);
   }
-  /* not lazy: a clear-to-send for an irecv larger than the eager size; lazy: none while small
-   * messages come eagerly, else that one, and one for every irecv once the sender asked with
-   * a request-to-send (it needs them, whatever the irecv's size: GPU memory) */
-  *cts = posted > e->size;
-  if (e->lazy) *cts = !e->small && (*cts || e->asked);
+  /* none while small messages come eagerly; else one for an irecv larger than the eager size,
+   * and one for every irecv once the sender asked with a request-to-send (it needs them,
+   * whatever the irecv's size: GPU memory) */
+  *cts = !e->small && (posted > e->size || e->asked);
   if (e->rts[s] == req->id + 1) {
     e->rts[s] = 0;
     *cts = 1;
@@ -431,7 +459,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   uint32_t imm = be32toh(wc->imm_data);
   uint64_t id = q >= 0 ? comm->qpNextId[q] : 0;
-  if (e->lazy && q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
+  if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
   uint32_t size = imm & ~RAILNET_IB_EAGER_IMM;
   if (q < 0 || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
       e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {

@@ -1,9 +1,14 @@
 /*
  * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends): a message of at most that
- * many bytes is not waited for with a clear-to-send entry. The sender copies it into a
- * registered bounce slot and RDMA-writes it, with an immediate (RAILNET_IB_EAGER_IMM | size),
- * into slot (fifo position % RAILNET_IB_EAGER_SLOTS) of a ring the receiver registered; its
- * isend is done at once, and only one write in RAILNET_IB_EAGER_SIGNAL is signaled. The
+ * many bytes is not waited for with a clear-to-send entry. The sender copies it, after a
+ * header with its tag and size (wire.h railnetIbEagerHdr), into a registered bounce slot and
+ * RDMA-writes both, with an immediate (RAILNET_IB_EAGER_IMM | size), into slot (fifo position
+ * % RAILNET_IB_EAGER_SLOTS) of a ring the receiver registered; its isend is done at once, and
+ * only one write in RAILNET_IB_EAGER_SIGNAL is signaled. The receiver checks the header against
+ * the irecv of that position: a message whose tag is not the irecv's fails the comm with a
+ * WARN (ncclInvalidUsage) instead of landing in the wrong buffer (NCCL's own use has one tag
+ * per comm; an application that posts irecvs of several tags in another order than its
+ * isends needs the clear-to-send protocol, which matches tags at the sender). The
  * sender does this only from memory registered as NCCL_PTR_HOST (GPU memory goes the
  * clear-to-send way). The receiver copies the bytes into the irecv's buffer (at once when the irecv came first,
  * otherwise at the irecv; the CPU into host memory, the NIC into GPU and DMA-BUF
@@ -15,7 +20,7 @@
  * RAILNET_IB_EAGER_SLOTS / 2 positions); the sender writes position p eagerly only when p <
  * that count + RAILNET_IB_EAGER_SLOTS, so a ring slot and its bounce slot are free again.
  *
- * Lazy clear-to-send (RAILNET_IB_FLAG_EAGER_RTS at both ends): NCCL's proxy posts irecvs of
+ * Lazy clear-to-send: NCCL's proxy posts irecvs of
  * its step buffers, larger than most messages, and ahead of them, so their clear-to-send
  * would always get there first and every message would pay it. While small messages come
  * eagerly, the receiver writes no clear-to-send for any irecv. A message that finds no
@@ -36,8 +41,9 @@
  * An 8-byte round trip then costs one data write with its acknowledgement each way and the
  * receive completions, instead of a clear-to-send write, a data write and their completions.
  * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
- * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER in
- * its metadata, the smaller of both sizes) only when the comm matches by index and does not
+ * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER_TAGS in
+ * its metadata, the smaller of both sizes; a sender of an older railnet, whose messages carry
+ * no header, gets no eager messages) only when the comm matches by index and does not
  * fail over or split messages over QPs. With the variable set the
  * devices report maxRecvs 1 (a sender cannot know how many buffers an irecv it has not seen
  * has), and an irecv of more than one buffer on an eager comm is refused.
@@ -53,19 +59,17 @@ extern "C" {
 
 #define RAILNET_IB_EAGER_SLOTS 16
 #define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* the largest RAILNET_IB_EAGER_SIZE */
-#define RAILNET_IB_EAGER_LEGACY_SLOT 1024 /* ring slot bytes with a peer without lazy clear-to-send */
-#define RAILNET_IB_EAGER_RETRY 16        /* lazy: small messages through a clear-to-send before irecvs try without */
+#define RAILNET_IB_EAGER_RETRY 16        /* small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
 #define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
-#define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (lazy clear-to-send) */
+#define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (no header) */
 #define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
 
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
-  uint32_t stride;                     /* bytes per ring / bounce slot: size rounded up to 64 */
-  size_t bytes;                        /* buf's length (the slots, the credit word, whole pages) */
-  int lazy;                            /* both ends set RAILNET_IB_FLAG_EAGER_RTS: lazy clear-to-send */
+  uint32_t stride;                     /* bytes per ring / bounce slot: header and size rounded up to 64 */
+  size_t bytes;                        /* buf's length (the slots, the credit words, whole pages) */
   uint64_t rtsSent;                    /* sender: position + 1 of the last request-to-send */
   uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
   struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
@@ -106,9 +110,9 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
  * RAILNET_IB_EAGER_BAD_CREDIT when the receiver's credit word is beyond what was sent. */
 #define RAILNET_IB_EAGER_BAD_CREDIT (-2 - NCCL_IB_MAX_DEVS_PER_NIC)
 int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType);
-/* Writes it (req: a fresh request of the comm, made NCCL_NET_IB_REQ_EAGER and done). */
+/* Writes it with its tag (req: a fresh request of the comm, made NCCL_NET_IB_REQ_EAGER and done). */
 ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
-                                void* phandle);
+                                int tag, void* phandle);
 /* irecv of one buffer (req counted on its QP's device): delivers a message already in the
  * ring; *cts: whether the irecv still announces itself with a clear-to-send entry. */
 struct ncclIbMrHandle;
@@ -120,7 +124,7 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
  * instead of waiting for ever. */
 #define RAILNET_IB_EAGER_LATE_MS 1000
 ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req);
-/* Sender, lazy: the message at fifoHead found no clear-to-send and does not go eagerly: asks
+/* Sender: the message at fifoHead found no clear-to-send and does not go eagerly: asks
  * for one (once per position). *pollDev: -1, or the device whose completions the caller
  * polls before it tries again (the QP's send queue is full: nothing was posted). */
 ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev);

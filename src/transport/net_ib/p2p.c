@@ -151,7 +151,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   if (eager > 0) { /* eager.h: no clear-to-send waited for */
     struct ncclIbRequest* req;
     NCCLCHECK(getRequest(base, &req, NULL));
-    NCCLCHECK(railnetIbEagerSend(comm, req, data, size, phandle));
+    NCCLCHECK(railnetIbEagerSend(comm, req, data, size, tag, phandle));
     *request = req;
     return ncclSuccess;
   }

@@ -41,7 +41,7 @@ ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, co
       return ncclRemoteError;
     }
   }
-  if ((m->devs[0].flags & RAILNET_IB_FLAG_EAGER) &&
+  if ((m->devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY) &&
       (m->eagerSize < 1 || m->eagerSize > RAILNET_IB_EAGER_MAX_BYTES || m->eagerAddr == 0)) {
     WARN("NET/IB : peer %s sent invalid eager settings: %u bytes (1..%d), address 0x%llx", peer, m->eagerSize,
          RAILNET_IB_EAGER_MAX_BYTES, (unsigned long long)m->eagerAddr);

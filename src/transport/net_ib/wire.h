@@ -40,22 +40,33 @@ extern "C" {
 /* ncclIbDevInfo.flags of either side's first device: NCCL_IB_RESILIENCY_PORT_FAILOVER=1 there
  * (the receiver sets it only when the sender did: then the comm fails over, failover.h) */
 #define RAILNET_IB_FLAG_FAILOVER 0x2
-/* ncclIbDevInfo.flags of either side's first device: eager messages (eager.h); the sender
- * asks, the receiver agrees (then eagerSize is the agreed size) */
+/* ncclIbDevInfo.flags of either side's first device: eager messages of an older railnet
+ * (without their tag). A receiver now answers it with no eager messages (clear-to-send for
+ * everything), so the two never mix. */
 #define RAILNET_IB_FLAG_EAGER 0x4
-#define RAILNET_IB_EAGER_MAX_BYTES 8192 /* the largest eagerSize (a ring slot; 1024 before the slots were sized by it) */
+#define RAILNET_IB_EAGER_MAX_BYTES 8192 /* the largest eagerSize */
 /* ncclIbDevInfo.flags of the receiver's first device, with RAILNET_IB_FLAG_FAILOVER: foRecAddr /
  * foRecRkeys name its completion records (failover.h): the sender's last write of each chunk
  * lands there, and a sender failing over reads them with an RDMA READ (0 from older peers:
  * then only the socket exchange says what arrived) */
 #define RAILNET_IB_FLAG_FO_RECORDS 0x8
 /* ncclIbDevInfo.flags of either side's first device, with RAILNET_IB_FLAG_EAGER: lazy
- * clear-to-send (eager.h). The sender asks a clear-to-send with a request-to-send when a
- * larger message finds none; the receiver, when both set it, writes none while the comm's
- * messages are small, and its credit write is three words (delivered count, mode, where the
- * mode's period began); ring slots are sized by eagerSize (older peers: clear-to-send for
- * every irecv larger than eagerSize, 1024-byte slots, a one-word credit write) */
+ * clear-to-send of an older railnet (tagless eager messages; never agreed now). */
 #define RAILNET_IB_FLAG_EAGER_RTS 0x10
+/* ncclIbDevInfo.flags of either side's first device: eager messages (eager.h). The sender asks
+ * (its RAILNET_IB_EAGER_SIZE in eagerSize, its credit words at eagerAddr), the receiver agrees
+ * (the smaller size, its ring at eagerAddr). Each message carries a railnetIbEagerHdr before
+ * its bytes in a ring slot of eagerSize + 8 bytes rounded up to 64; the clear-to-send is lazy
+ * (a request-to-send asks for it) and the receiver's credit write is three words (positions
+ * delivered, its clear-to-send mode, where the mode's period began). */
+#define RAILNET_IB_FLAG_EAGER_TAGS 0x20
+#define RAILNET_IB_FLAG_EAGER_ANY (RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_TAGS)
+
+/* The head of an eager message in its ring slot; its bytes follow. */
+struct railnetIbEagerHdr {
+  uint32_t tag;                        /* isend's tag: the receiver checks it against its irecv's */
+  uint32_t size;                       /* the message's bytes (the immediate says it too) */
+};
 
 /* What listen hands out (inside NCCL_NET_HANDLE_MAXSIZE). Connect's progress is kept in the
  * process, keyed by the handle's address, never read back from the handle. */
@@ -116,8 +127,8 @@ struct ncclIbConnectionMetadata {
    * the last message of slot s whose chunk i arrived) and their rkey per device */
   uint64_t foRecAddr;
   uint32_t foRecRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
-  /* RAILNET_IB_FLAG_EAGER (eager.h): sender: its credit word (in its fifo's registration) and
-   * its RAILNET_IB_EAGER_SIZE; receiver: its ring and the size agreed */
+  /* RAILNET_IB_FLAG_EAGER_TAGS (eager.h): sender: its credit words (in its fifo's registration)
+   * and its RAILNET_IB_EAGER_SIZE; receiver: its ring and the size agreed */
   uint64_t eagerAddr;
   uint32_t eagerSize;
   uint32_t eagerPad;
@@ -137,6 +148,7 @@ _Static_assert(offsetof(struct ncclIbConnectionMetadata, foRecAddr) ==
 _Static_assert(offsetof(struct ncclIbConnectionMetadata, eagerAddr) ==
                    40 + NCCL_IB_MAX_DEVS_PER_NIC * 40 + NCCL_IB_MAX_QPS * 28 + MAX_MERGED_DEV_NAME - 16,
                "connection metadata: version 3 layout");
+_Static_assert(sizeof(struct railnetIbEagerHdr) == 8, "eager message header: 8 bytes");
 _Static_assert(sizeof(struct ncclIbQpInfo) == 28, "connection metadata (QP): version 1 layout");
 _Static_assert(offsetof(struct ncclIbConnectionMetadata, devs) == 40, "connection metadata: version 1 layout");
 _Static_assert(sizeof(struct ncclIbConnectionMetadata) ==

@@ -1,0 +1,66 @@
+// Eager messages' agreement in the connection metadata (src/transport/net_ib/eager.c): a
+// receiver takes them only from a sender whose messages carry their tag
+// (RAILNET_IB_FLAG_EAGER_TAGS); an older railnet's tagless request (RAILNET_IB_FLAG_EAGER)
+// and a sender without the variable get the clear-to-send protocol, with an INFO saying why.
+// No device is touched on those paths: the comm is a zeroed struct, as before connect.
+#include "test_util.h"
+#include <string.h>
+
+extern "C" {
+#include "../../src/transport/net_ib/comm.h"
+#include "../../src/transport/net_ib/eager.h"
+#include "testing.h"
+}
+
+namespace {
+
+class IbEagerMetaTest : public ::testing::Test {
+ protected:
+  ScopedEnv env;
+  struct ncclIbRecvComm comm;
+  struct ncclIbConnectionMetadata rem, meta;
+  void SetUp() override {
+    memset(&comm, 0, sizeof(comm));
+    memset(&rem, 0, sizeof(rem));
+    memset(&meta, 0, sizeof(meta));
+    env.set("RAILNET_IB_EAGER_SIZE", "1024");
+    railnetParamReset();
+  }
+  void TearDown() override {
+    env.set("RAILNET_IB_EAGER_SIZE", nullptr);
+    railnetParamReset();
+  }
+  // The receiver's answer to a sender with these flags: its metadata's flags, eager off.
+  std::string answer(int flags) {
+    rem.devs[0].flags = (uint8_t)flags;
+    rem.eagerSize = 1024;
+    rem.eagerAddr = 0x1000;
+    LogCapture cap;
+    EXPECT_EQ(railnetIbEagerRecvSetup(&comm, &rem, &meta, "peer"), ncclSuccess);
+    EXPECT_EQ(comm.eager, nullptr);
+    EXPECT_EQ(meta.devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY, 0);
+    return LogCapture::all();
+  }
+};
+
+TEST_F(IbEagerMetaTest, AnOlderRailnetsTaglessEagerGetsTheClearToSendProtocol) {
+  std::string log = answer(RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_RTS);
+  EXPECT_NE(log.find("no eager messages: the sender's railnet is older"), std::string::npos) << log;
+}
+
+TEST_F(IbEagerMetaTest, ASenderWithoutTheVariableGetsTheClearToSendProtocol) {
+  std::string log = answer(0);
+  EXPECT_NE(log.find("the sender does not set RAILNET_IB_EAGER_SIZE"), std::string::npos) << log;
+}
+
+TEST_F(IbEagerMetaTest, TheSenderAsksWithTagsAndItsSize) {
+  struct ncclIbSendComm* sc = (struct ncclIbSendComm*)calloc(1, sizeof(struct ncclIbSendComm));
+  ASSERT_NE(sc, nullptr);
+  railnetIbEagerSendMeta(sc, &meta);
+  EXPECT_EQ(meta.devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY, RAILNET_IB_FLAG_EAGER_TAGS);
+  EXPECT_EQ(meta.eagerSize, 1024u);
+  EXPECT_EQ(meta.eagerAddr, (uint64_t)(uintptr_t)&sc->eagerReleased);
+  free(sc);
+}
+
+}  // namespace
