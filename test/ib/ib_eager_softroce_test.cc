@@ -173,6 +173,30 @@ TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnTwoQps) {
   EXPECT_GE(released, 120u);
 }
 
+// Receives matched by ID (NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME=1): the data writes carry their
+// position and a sizes record; eager messages and requests-to-send still go by their QP's order.
+TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteMatchedById) {
+  env.set("RAILNET_IB_EAGER_SIZE", "1024");
+  env.set("NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "1");
+  env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
+  initTwoDevices();
+  size_t released = 0;
+  EXPECT_EQ(mixed(0, &released), "");
+  EXPECT_GE(released, 120u);
+}
+
+// Split over QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1, 3 QPs): larger messages cut into a chunk per
+// QP; an eager message whole on QP 0 and a mark of no bytes on each other QP.
+TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteSplitOverQps) {
+  env.set("RAILNET_IB_EAGER_SIZE", "1024");
+  env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
+  env.set("NCCL_IB_QPS_PER_CONNECTION", "3");
+  initTwoDevices();
+  size_t released = 0;
+  EXPECT_EQ(mixed(0, &released), "");
+  EXPECT_GE(released, 120u);
+}
+
 TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnAFusedDevice) {
   env.set("RAILNET_IB_EAGER_SIZE", "1024");
   initTwoDevices();

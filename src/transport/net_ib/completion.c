@@ -190,8 +190,10 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
       if (r->nreqs == 1 && !base->matchById) r->recv.sizes[0] = (int)be32toh(wc->imm_data);
       r->events[evDev]--;
       if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
-      if (comm->eager) return railnetIbEagerDelivered(comm, r->id, (size_t)r->recv.sizes[0]);
-      return ncclSuccess;
+      if (comm->eager == NULL) return ncclSuccess;
+      for (int e = 0; e < NCCL_IB_MAX_DEVS_PER_NIC; e++) /* split over QPs: once, at its last chunk */
+        if (r->events[e]) return ncclSuccess;
+      return railnetIbEagerDelivered(comm, r->id, (size_t)r->recv.sizes[0]);
     }
     default:
       WARN("NET/IB : receive comm got an unexpected completion opcode %d (qp %u)", wc->opcode, wc->qp_num);

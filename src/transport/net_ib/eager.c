@@ -105,8 +105,10 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
 static const char* eagerRefusal(struct ncclIbRecvComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
   if (base->fo) return "port failover is on";
-  if (base->matchById) return "receives are matched by ID";
-  if (base->splitDataOnQps) return "messages are split over QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)";
+  /* matched by ID, the data writes name their position; eager messages and requests-to-send
+   * are still taken in the order of their QP, which railnet's receive queues keep
+   * (NCCL_IB_OOO_RQ is not available: caps.c). Split over QPs, an eager message marks its
+   * position on the other QPs (RAILNET_IB_EAGER_MARK). */
   return NULL; /* GPU receive buffers are written by the NIC (nicCopy) */
 }
 
@@ -155,10 +157,15 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
   struct ncclIbQp* qp = railnetIbMsgQp(base, base->fifoHead, 0);
   /* the ring full (the receiver has not taken them, or is gone: the signaled writes fail
-   * then) or the send queue full: its completions are to be polled */
+   * then) or a send queue full (the message's, and split, its marks'): its completions are
+   * to be polled */
   if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
   if (comm->eagerReleased > base->fifoHead) return RAILNET_IB_EAGER_BAD_CREDIT;
-  return qp->sqPosted + 1 <= base->sqDepth ? 1 : -1 - qp->devIndex;
+  for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
+    struct ncclIbQp* q = railnetIbMsgQp(base, base->fifoHead, i);
+    if (q->sqPosted + 1 > base->sqDepth) return -1 - q->devIndex;
+  }
+  return 1;
 }
 
 /* Writes sge (NULL: no bytes) with immediate imm into ring slot pos % RAILNET_IB_EAGER_SLOTS
@@ -200,6 +207,9 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   if (size) memcpy(slot + HDR_BYTES, data, size);
   struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->mrs[qp->devIndex]->lkey};
   NCCLCHECK(ringWrite(base, e, qp, pos, &sge, RAILNET_IB_EAGER_IMM | (uint32_t)size));
+  /* split over QPs, every QP takes one completion per position: the others get a mark */
+  for (int i = 1; i < railnetIbChunksPerMsg(base); i++)
+    NCCLCHECK(ringWrite(base, e, railnetIbMsgQp(base, pos, i), pos, NULL, RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_MARK));
   req->type = NCCL_NET_IB_REQ_EAGER;
   req->id = pos;
   req->send.size = size;
@@ -367,9 +377,14 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
   comm->eager->asked = 0;
   NCCLCHECK(modeUpdate(comm));
-  if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, n, d);
+  /* the irecv counted a completion per QP its chunks would take (split over QPs: every QP);
+   * the message is all here, the marks of the other QPs settle nothing */
+  memset(r->events, 0, sizeof(r->events));
+  if (n && r->recv.mh->type != NCCL_PTR_HOST) {
+    r->events[d] = 1;
+    return nicCopy(comm, r, s, n, d);
+  }
   if (n) memcpy(r->recv.buf, SLOT(comm->eager, s) + HDR_BYTES, n);
-  r->events[d]--;
   return released(comm, r->id);
 }
 
@@ -459,9 +474,14 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   uint32_t imm = be32toh(wc->imm_data);
   uint64_t id = q >= 0 ? comm->qpNextId[q] : 0;
+  uint64_t step = base->splitDataOnQps ? 1 : (uint64_t)base->nqps; /* positions per completion of a QP */
   if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
+  if (q >= 0 && base->splitDataOnQps && (imm & RAILNET_IB_EAGER_MARK)) { /* its message came on QP 0 */
+    comm->qpNextId[q] += step;
+    return railnetIbPostRecvs(base, base->qps[q].qp, 1);
+  }
   uint32_t size = imm & ~RAILNET_IB_EAGER_IMM;
-  if (q < 0 || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
+  if (q < 0 || (q != 0 && base->splitDataOnQps) || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
       e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
          "%u bytes, %d positions beyond %llu, one per ring slot. The peer is not this railnet version or is broken: "
@@ -471,7 +491,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
     return ncclRemoteError;
   }
   struct ncclIbQp* qp = &base->qps[q];
-  comm->qpNextId[q] += (uint64_t)base->nqps;
+  comm->qpNextId[q] += step;
   NCCLCHECK(railnetIbPostRecvs(base, qp->qp, 1));
   int s = (int)(id % RAILNET_IB_EAGER_SLOTS);
   struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];

@@ -43,8 +43,11 @@
  * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
  * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER_TAGS in
  * its metadata, the smaller of both sizes; a sender of an older railnet, whose messages carry
- * no header, gets no eager messages) only when the comm matches by index and does not
- * fail over or split messages over QPs. With the variable set the
+ * no header, gets no eager messages) unless the comm fails over. Matched by ID, the data
+ * writes name their position and the eager messages still go by their QP's order. Split over
+ * QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1: a message's chunk i on QP i, each QP one completion per
+ * position), an eager message goes whole on QP 0 and a write of no bytes with
+ * RAILNET_IB_EAGER_MARK on each other QP keeps their order of positions. With the variable set the
  * devices report maxRecvs 1 (a sender cannot know how many buffers an irecv it has not seen
  * has), and an irecv of more than one buffer on an eager comm is refused.
  */
@@ -64,6 +67,8 @@ extern "C" {
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
 #define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
 #define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (no header) */
+#define RAILNET_IB_EAGER_MARK 0x20000000u /* ... | this bit: split over QPs, a write of no bytes on QP i > 0
+                                          * for the eager message of its position (on QP 0) */
 #define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
 
 struct railnetIbEager {
