@@ -4,7 +4,7 @@
 // messages into small and large receive buffers; what a small message costs (work requests
 // and completions on each side, counted by the comms) against the default protocol;
 // messages waiting in the ring before their irecvs and a full ring holding the sender
-// back; GPU receive buffers written by the NIC; maxRecvs 1 and a multi-receive refused.
+// back; GPU receive buffers written by the NIC; a multi-receive closing the eager messages.
 #include "test_util.h"
 #include <string.h>
 #include <thread>
@@ -599,23 +599,120 @@ TEST_P(IbEagerGpuReceive, IsCopiedByTheNic) {
 INSTANTIATE_TEST_SUITE_P(Gdr, IbEagerGpuReceive, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "PeerMemory" : "NoPeerMemory"; });
 
-TEST_F(IbEagerSoftRoceTest, MaxRecvsIsOneAndAMultiReceiveIsRefused) {
-  connect("512");
+// NCCL's multi-receive on an eager comm (maxRecvs stays 8). Singles go eagerly; then the sender
+// runs ahead of the receiver's irecvs (tags 1, 2, 1 eagerly), and the receiver posts irecvs of
+// two buffers (tags 1 and 2, larger than the messages), NCCL's grouped receive on a shared comm.
+// The first one closes the comm's eager messages: it takes no request until the sender's close
+// is in; the messages that came ahead go, by tag and in order, into the groups' buffers (the
+// first group entirely, the second one's tag-1 buffer), the others get clear-to-send entries;
+// then ten rounds of the clear-to-send protocol, tag 2 sent before tag 1, one message above the
+// eager size. Every byte and every buffer's size checked. The receive buffers are host memory
+// (the CPU copies the messages that came ahead) or registered as GPU memory (the NIC does); one
+// QP, two (messages round robin: the close waits for the ones before it on the other QP), or
+// three with messages split over them (eager ones whole on the first, marks on the others).
+class IbEagerMultiReceive : public IbEagerSoftRoceTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(IbEagerMultiReceive, ClosesEagerMessagesAndTakesTheOnesAhead) {
+  const bool gpu = GetParam() == 1;
+  if (GetParam() == 2) env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
+  if (GetParam() == 3) {
+    env.set("NCCL_IB_QPS_PER_CONNECTION", "3");
+    env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
+  }
+  connect("1024");
+  if (HasFatalFailure()) return;
+  void* groupMh = rmh;
+  if (gpu && ib->regMr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_CUDA, &groupMh) != ncclSuccess) {
+    RAILNET_SKIP("regMr with NCCL_PTR_CUDA of host memory refused here");
+  }
   ncclNetProperties_t props;
   ASSERT_EQ(ib->getProperties(0, &props), ncclSuccess);
-  EXPECT_EQ(props.maxRecvs, 1);
-  EXPECT_EQ(((struct ncclIbRecvComm*)rc)->eager->size, 512u);
+  EXPECT_EQ(props.maxRecvs, 8);
+  exchange(5, 64);
+  auto* re = ((struct ncclIbRecvComm*)rc)->eager;
+  ASSERT_GE(re->released, 5u) << "the singles did not go eagerly";
+  struct Msg {
+    int tag;
+    size_t size;
+  };
+  std::vector<Msg> sends = {{1, 100}, {2, 200}, {1, 300}, {2, 400}};
+  for (int r = 0; r < 10; r++) {
+    sends.push_back({2, (size_t)(1000 + r)});
+    sends.push_back({1, (size_t)(5000 + r)});
+  }
+  const int groups = 12;
+  const size_t slot = 8192;  // each message's source and each buffer: its own 8 KiB
+  auto fill = [](size_t k) { return (char)(k * 29 + 3); };
+  // what buffer (group g, tag t) gets: the g-th message of tag t
+  std::vector<std::vector<size_t>> ofTag(3);
+  for (size_t k = 0; k < sends.size(); k++) ofTag[sends[k].tag].push_back(k);
   LogCapture cap;
-  void* data[2] = {rbuf.data(), rbuf.data() + 4096};
-  size_t sizes[2] = {64, 64};
-  int tags[2] = {1, 2};
-  void* mh[2] = {rmh, rmh};
-  void* req = nullptr;
-  EXPECT_EQ(ib->irecv(rc, 2, data, sizes, tags, mh, nullptr, &req), ncclInvalidArgument);
-  EXPECT_EQ(req, nullptr);
-  EXPECT_TRUE(LogCapture::contains("irecv of 2 buffers on a comm with eager messages")) << LogCapture::all();
-  exchange(20, 512);  // the comm still works
+  long long dl = deadlineIn(60000);
+  std::vector<void*> sreq(sends.size(), nullptr), rreq(groups, nullptr);
+  std::vector<bool> sdone(sends.size(), false), rdone(groups, false);
+  size_t si = 0;
+  int gi = 0;
+  auto sendNext = [&]() {
+    if (si >= sends.size()) return;
+    char* src = sbuf.data() + si * slot;
+    memset(src, fill(si), sends[si].size);
+    ASSERT_EQ(ib->isend(sc, src, sends[si].size, sends[si].tag, smh, nullptr, &sreq[si]), ncclSuccess);
+    if (sreq[si]) si++;
+  };
+  while (si < 3 && netNowNs() < dl) sendNext();  // ahead of any irecv: eagerly
+  for (size_t k = 0; k < 3; k++)
+    ASSERT_EQ(((struct ncclIbRequest*)sreq[k])->type, NCCL_NET_IB_REQ_EAGER) << "message " << k << " waited";
+  int left = groups + (int)sends.size();
+  while (left > 0 && netNowNs() < dl) {
+    if (gi < groups) {
+      void* data[2] = {rbuf.data() + (2 * gi) * slot, rbuf.data() + (2 * gi + 1) * slot};
+      size_t sizes[2] = {slot, slot};
+      int tags[2] = {1, 2};
+      void* mh[2] = {groupMh, groupMh};
+      ASSERT_EQ(ib->irecv(rc, 2, data, sizes, tags, mh, nullptr, &rreq[gi]), ncclSuccess);
+      if (rreq[gi]) gi++;
+    }
+    sendNext();
+    for (size_t k = 0; k < si; k++) {
+      int done = 0;
+      if (sdone[k]) continue;
+      ASSERT_EQ(ib->test(sreq[k], &done, nullptr), ncclSuccess) << "send " << k;
+      if (done) sdone[k] = true, left--;
+    }
+    for (int g = 0; g < gi; g++) {
+      int done = 0, got[2] = {-1, -1};
+      if (rdone[g]) continue;
+      ASSERT_EQ(ib->test(rreq[g], &done, got), ncclSuccess) << "group " << g;
+      if (!done) continue;
+      rdone[g] = true;
+      left--;
+      for (int j = 0; j < 2; j++) {
+        size_t k = ofTag[j + 1][g];
+        ASSERT_EQ(got[j], (int)sends[k].size) << "group " << g << " buffer " << j;
+        const char* b = rbuf.data() + (2 * g + j) * slot;
+        for (size_t x = 0; x < sends[k].size; x++)
+          ASSERT_EQ(b[x], fill(k)) << "group " << g << " buffer " << j << " byte " << x;
+      }
+    }
+  }
+  ASSERT_EQ(left, 0) << "not done in 60 s: " << si << " sends, " << gi << " groups started";
+  EXPECT_TRUE(LogCapture::contains("a multi-receive: asking the sender to end its eager messages")) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("eager messages ended at fifo position")) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("(3 came beyond the irecvs)") || LogCapture::contains("(4 came beyond the irecvs)"))
+      << "the messages sent ahead did not wait for the groups: " << LogCapture::all();
+  EXPECT_TRUE(re->closed);
+  if (gpu) {
+    EXPECT_GE(re->nicCopies, 3u) << "the NIC did not copy the messages into the GPU buffers";
+    ib->deregMr(rc, groupMh);
+  }
+  exchange(5, 64);  // singles still work, through their clear-to-send
 }
+
+INSTANTIATE_TEST_SUITE_P(Buffers, IbEagerMultiReceive, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(i.param == 0 ? "Host" : i.param == 1 ? "Gpu" : i.param == 2 ? "TwoQps"
+                                                                                                         : "SplitOverThreeQps");
+                         });
 
 // An isend whose tag is not the one of the irecv at its fifo position. The clear-to-send
 // protocol holds it at the sender until an irecv of its tag is announced; an eager message

@@ -275,6 +275,22 @@ TEST_F(ToolsSoftRoce, PerfMultiReceiveOverCommPairs) {
   }
   EXPECT_EQ(jsonRows(c.out).size(), 2u * 10) << c.out;  // 8 B .. 4 KiB, bw and lat
 
+  // ... with eager messages asked at both ends (maxRecvs stays 8): the first multi-receive
+  // closes them on each comm, every buffer arrives whole.
+  const std::string eager = "RAILNET_IB_EAGER_SIZE=1024 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET";
+  c = perf(0, 1, "-v --recvs 2 -a --min-size 8 --max-size 4K -n 10 --warmup 2 --recv-size 64K --json", &srv, eager,
+           eager, "-v");
+  ASSERT_EQ(c.status, 0) << c.out << "\nserver:\n" << srv;
+  for (const std::string& row : jsonRows(c.out)) {
+    long long size = jsonNum(row, "bytes");
+    EXPECT_EQ(jsonNum(row, "recv_bytes"), size * 2 * 12) << row;
+    EXPECT_EQ(jsonStr(row, "recv_check"), "ok") << row;
+  }
+  EXPECT_EQ(jsonRows(c.out).size(), 2u * 10) << c.out;
+  EXPECT_TRUE(has(c.out + srv, "a multi-receive: asking the sender to end its eager messages")) << c.out << srv;
+  EXPECT_TRUE(has(c.out + srv, "the receiver posted a multi-receive: no eager messages from fifo position"))
+      << c.out << srv;
+
   // The largest multi-receive, 8 buffers, over 4 pairs, through the oldest ABI (v8: int sizes).
   c = perf(0, 1, "--abi 8 --recvs 8 --comms 4 -s 64K -n 10 --warmup 2 --json", &srv);
   ASSERT_EQ(c.status, 0) << c.out << "\nserver:\n" << srv;

@@ -81,6 +81,11 @@ struct ncclIbRequest {
       uint64_t lateNs;                 /* eager, no clear-to-send: when one is sent anyway (0: sent; 1: not set yet) */
       const struct ncclIbMrHandle* mh; /* eager: buffer 0's registration (its type: who copies) */
       size_t posted[NCCL_NET_IB_MAX_RECVS]; /* the sizes irecv posted: a peer may not report more */
+      /* eager.h, after a close: nbuf buffers, of which nreqs (map[j]: entry j's buffer) went on
+       * the wire; own: their sizes (0: all did, sizes says them) */
+      int nbuf;
+      uint8_t map[NCCL_NET_IB_MAX_RECVS];
+      int own[NCCL_NET_IB_MAX_RECVS];
     } recv;
   };
 };

@@ -71,6 +71,7 @@ void railnetIbEagerFree(struct railnetIbEager* e) {
   for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
     if (e->mrs[d]) wrap_ibv_dereg_mr(e->mrs[d]);
   if (e->buf) munmap(e->buf, e->bytes);
+  free(e->pend);
   free(e);
 }
 
@@ -151,7 +152,7 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   struct ncclIbNetCommBase* base = &comm->base;
   /* the CPU copies the bytes into the bounce slot: host memory only (GPU memory goes the
    * clear-to-send way, straight from the NIC) */
-  if (e == NULL || size > e->size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
+  if (!railnetIbEagerOpen(e) || size > e->size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   /* the receiver announced this position already: its buffer takes the bytes directly */
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
@@ -225,11 +226,11 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
   struct railnetIbEager* e = comm->eager;
   uint64_t pos = base->fifoHead;
   *pollDev = -1;
-  if (e == NULL || e->rtsSent == pos + 1) return ncclSuccess;
+  if (!railnetIbEagerOpen(e) || e->rtsSent == pos + 1) return ncclSuccess;
   /* the receiver's mode (modeUpdate): every irecv from position mode >> 1 on writes its
    * clear-to-send (bit 0 set), or the ones from eagerModeFrom up to it did: no request
    * where one comes anyway */
-  uint64_t mode = comm->eagerMode, to = mode >> 1;
+  uint64_t mode = comm->eagerMode & ~RAILNET_IB_EAGER_CLOSING, to = mode >> 1;
   if ((mode & 1) ? pos >= to : pos >= comm->eagerModeFrom && pos < to) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbMsgQp(base, pos, 0);
   if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
@@ -278,7 +279,7 @@ static ncclResult_t tellSender(struct ncclIbRecvComm* comm) {
 static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
   struct railnetIbEager* e = comm->eager;
   uint64_t every = !e->small && e->asked;
-  if (every == (e->mode & 1)) return ncclSuccess;
+  if (e->closing || every == (e->mode & 1)) return ncclSuccess; /* closing: the mode word says only that */
   /* an "every" period [everyFrom, its end) is what a later mode 0 still vouches for: the
    * irecvs before it (eager ones) wrote none */
   if (every) e->everyFrom = comm->base.fifoHead;
@@ -304,7 +305,8 @@ static ncclResult_t released(struct ncclIbRecvComm* comm, uint64_t id) {
 
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size) {
   struct railnetIbEager* e = comm->eager;
-  if (e == NULL) return ncclSuccess;
+  /* after the close the positions from the sender's close on take no ring slot */
+  if (e == NULL || (e->closeAt && id >= e->closeAt - 1)) return ncclSuccess;
   /* lazy: a larger message has the next irecvs write their clear-to-send; after
    * RAILNET_IB_EAGER_RETRY small ones that came that way they try without again (the sender
    * may send them eagerly; one whose memory cannot go eagerly asks again) */
@@ -318,11 +320,13 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
   return released(comm, id);
 }
 
-/* The NIC writes n bytes of ring slot s into receive r's buffer (GPU memory, which the CPU
- * cannot write) through device d's QP connected to itself (made at the first copy when no
- * GPUDirect flush made it). The receive is done, and the slot free, when the write completed
- * (railnetIbEagerCopied); an iflush after it reads through the same QP. */
-static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, size_t n, int d) {
+/* The NIC writes n bytes of ring slot s (the message at position pos) into buf, a buffer of
+ * receive r registered as mh (GPU memory, which the CPU cannot write), through device d's QP
+ * connected to itself (made at the first copy when no GPUDirect flush made it). r counts it on
+ * d; the receive is done, and the slot free, when the write completed (railnetIbEagerCopied);
+ * an iflush after it reads through the same QP. */
+static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, void* buf,
+                            const struct ncclIbMrHandle* mh, size_t n, int d, uint64_t pos) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct ncclIbCommDev* cd = &base->devs[d];
   struct railnetIbEager* e = comm->eager;
@@ -333,13 +337,16 @@ static ncclResult_t nicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)r->recv.buf;
-  wr.wr.rdma.rkey = r->recv.mh->mrs[d]->rkey;
+  wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)buf;
+  wr.wr.rdma.rkey = mh->mrs[d]->rkey;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = RAILNET_IB_EAGER_COPY | (r->id % RAILNET_IB_FIFO_SLOTS);
+  wr.wr_id = RAILNET_IB_EAGER_COPY | (uint64_t)s;
   NCCLCHECK(wrap_ibv_post_send(cd->flushQp, &wr, &bad));
   base->work.wrs++;
   e->nicCopies++;
+  e->copyReq[s] = r;
+  e->copyPos[s] = pos;
+  r->events[d]++;
   return ncclSuccess;
 }
 
@@ -380,22 +387,22 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   /* the irecv counted a completion per QP its chunks would take (split over QPs: every QP);
    * the message is all here, the marks of the other QPs settle nothing */
   memset(r->events, 0, sizeof(r->events));
-  if (n && r->recv.mh->type != NCCL_PTR_HOST) {
-    r->events[d] = 1;
-    return nicCopy(comm, r, s, n, d);
-  }
+  if (n && r->recv.mh->type != NCCL_PTR_HOST) return nicCopy(comm, r, s, r->recv.buf, r->recv.mh, n, d, r->id);
   if (n) memcpy(r->recv.buf, SLOT(comm->eager, s) + HDR_BYTES, n);
   return released(comm, r->id);
 }
 
 ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
-  struct ncclIbRequest* r = comm->recvReqs[wc->wr_id % RAILNET_IB_FIFO_SLOTS];
-  if (comm->eager == NULL || r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
+  struct railnetIbEager* e = comm->eager;
+  int s = (int)(wc->wr_id % RAILNET_IB_EAGER_SLOTS);
+  struct ncclIbRequest* r = e ? e->copyReq[s] : NULL;
+  if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
     WARN("NET/IB : eager copy completion (wr_id 0x%llx) without a receive waiting for it", (unsigned long long)wc->wr_id);
     return ncclInternalError;
   }
   r->events[d]--;
-  return released(comm, r->id);
+  e->copyReq[s] = NULL;
+  return released(comm, e->copyPos[s]);
 }
 
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
@@ -467,6 +474,24 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) 
   return ncclSuccess;
 }
 
+static ncclResult_t matchHeld(struct ncclIbRecvComm* comm);
+static ncclResult_t resolve(struct ncclIbRecvComm* comm);
+
+/* The sender's close on QP q: its position id (the next on that QP; it takes none). */
+static ncclResult_t closeArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
+  struct railnetIbEager* e = comm->eager;
+  if (!e->closing || e->closeAt || id > e->released + RAILNET_IB_EAGER_SLOTS) {
+    char peer[SOCKET_NAME_MAXLEN];
+    WARN("NET/IB : eager close from %s at fifo position %llu, not asked for or beyond the ring (%llu delivered): the "
+         "peer is not this railnet version or is broken", ncclSocketToString(&comm->base.sock.addr, peer, 1),
+         (unsigned long long)id, (unsigned long long)e->released);
+    return ncclRemoteError;
+  }
+  e->closeAt = id + 1;
+  NCCLCHECK(railnetIbPostRecvs(&comm->base, comm->base.qps[q].qp, 1));
+  return resolve(comm);
+}
+
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
@@ -476,12 +501,13 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   uint64_t id = q >= 0 ? comm->qpNextId[q] : 0;
   uint64_t step = base->splitDataOnQps ? 1 : (uint64_t)base->nqps; /* positions per completion of a QP */
   if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
+  if (q >= 0 && (imm & RAILNET_IB_EAGER_CLOSE)) return closeArrived(comm, q, id);
   if (q >= 0 && base->splitDataOnQps && (imm & RAILNET_IB_EAGER_MARK)) { /* its message came on QP 0 */
     comm->qpNextId[q] += step;
     return railnetIbPostRecvs(base, base->qps[q].qp, 1);
   }
   uint32_t size = imm & ~RAILNET_IB_EAGER_IMM;
-  if (q < 0 || (q != 0 && base->splitDataOnQps) || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
+  if (q < 0 || (q != 0 && base->splitDataOnQps) || (e->closeAt && id >= e->closeAt - 1) || size > e->size || id >= e->released + RAILNET_IB_EAGER_SLOTS ||
       e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
          "%u bytes, %d positions beyond %llu, one per ring slot. The peer is not this railnet version or is broken: "
@@ -501,5 +527,172 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   }
   e->arrived[s] = id + 1; /* waits in the ring for its irecv */
   e->arrivedSize[s] = size;
+  if (!e->closing) return ncclSuccess; /* closing: its irecv may be queued */
+  NCCLCHECK(matchHeld(comm));
+  return resolve(comm);
+}
+
+/* ------------------------------------------------------------------ the close */
+
+ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  *pollDev = -1;
+  if (!railnetIbEagerOpen(e) || !(comm->eagerMode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
+  struct ncclIbQp* qp = railnetIbMsgQp(base, base->fifoHead, 0);
+  if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
+    *pollDev = qp->devIndex;
+    return ncclSuccess;
+  }
+  NCCLCHECK(ringWrite(base, e, qp, base->fifoHead, NULL, RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_CLOSE));
+  e->closed = 1;
+  char peer[SOCKET_NAME_MAXLEN];
+  INFO(NCCL_NET, "NET/IB : send comm to %s: the receiver posted a multi-receive: no eager messages from fifo position "
+       "%llu on", railnetIbPeerStr(base, peer), (unsigned long long)base->fifoHead);
   return ncclSuccess;
+}
+
+/* The messages that came beyond the irecvs (arrived[], their irecv not posted) go into the
+ * queued irecvs' buffers of their tag: in the order of their positions, each into the oldest
+ * buffer still empty (the CPU copies into host memory, the NIC into GPU memory). Only up to
+ * the first position not here yet (frontier; with several QPs a later one may come first), so
+ * that messages of one tag fill its buffers in their order. */
+static ncclResult_t matchHeld(struct ncclIbRecvComm* comm) {
+  struct railnetIbEager* e = comm->eager;
+  while (e->arrived[e->frontier % RAILNET_IB_EAGER_SLOTS] == e->frontier + 1) e->frontier++;
+  for (uint64_t p = e->released > e->pendFrom ? e->released : e->pendFrom; p < e->frontier; p++) {
+    int s = (int)(p % RAILNET_IB_EAGER_SLOTS);
+    if (e->arrived[s] != p + 1) continue;
+    struct railnetIbEagerHdr hdr;
+    memcpy(&hdr, SLOT(e, s), sizeof(hdr));
+    for (int q = 0; q < e->pendCount; q++) {
+      struct railnetIbEagerPending* w = &e->pend[(e->pendHead + q) % RAILNET_IB_FIFO_SLOTS];
+      int i = 0;
+      while (i < w->n && ((w->filled >> i & 1) || w->tags[i] != (int)hdr.tag)) i++;
+      if (i == w->n) continue;
+      struct ncclIbRequest* r = w->req;
+      uint32_t size = e->arrivedSize[s];
+      size_t bytes = size <= w->sizes[i] ? size : 0; /* larger: the size check at test() says so */
+      e->arrived[s] = 0;
+      w->filled |= (uint8_t)(1u << i);
+      r->recv.own[i] = (int)size;
+      r->events[0]--;
+      if (bytes && w->mh[i]->type != NCCL_PTR_HOST) {
+        NCCLCHECK(nicCopy(comm, r, s, w->data[i], w->mh[i], bytes, railnetIbMsgQp(&comm->base, p, 0)->devIndex, p));
+        break;
+      }
+      if (bytes) memcpy(w->data[i], SLOT(e, s) + HDR_BYTES, bytes);
+      NCCLCHECK(released(comm, p));
+      break;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* Once the sender's close is here with every message before it: irecvs posted without a
+ * clear-to-send write theirs, and the queued irecvs, in order, take positions for the buffers
+ * the held messages did not fill (none: no position), as far as fifo slots are free. */
+static ncclResult_t resolve(struct ncclIbRecvComm* comm) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  if (e->closeAt == 0) return ncclSuccess;
+  if (!e->closed) {
+    uint64_t y = e->closeAt - 1, f = e->pendFrom;
+    if (y > f && e->frontier < y) return ncclSuccess; /* messages before the close still coming */
+    for (uint64_t p = y; p < f; p++) { /* irecvs posted without a clear-to-send: theirs now */
+      struct ncclIbRequest* r = comm->recvReqs[p % RAILNET_IB_FIFO_SLOTS];
+      if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->id != p || r->recv.lateNs == 0) continue;
+      r->recv.lateNs = 0;
+      NCCLCHECK(railnetIbPostCts(comm, r, (int)(p % RAILNET_IB_FIFO_SLOTS), 0));
+    }
+    base->fifoHead = y > f ? y : f;
+    e->closed = 1;
+    char peer[SOCKET_NAME_MAXLEN];
+    INFO(NCCL_NET, "NET/IB : receive comm with %s: eager messages ended at fifo position %llu (%llu came beyond the "
+         "irecvs); the clear-to-send protocol from here", railnetIbPeerStr(base, peer), (unsigned long long)y,
+         (unsigned long long)(y > f ? y - f : 0));
+  }
+  while (e->pendCount > 0) {
+    struct railnetIbEagerPending* w = &e->pend[e->pendHead];
+    struct ncclIbRequest* r = w->req;
+    int k = 0, slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
+    for (int i = 0; i < w->n; i++)
+      if (!(w->filled >> i & 1)) r->recv.map[k++] = (uint8_t)i;
+    if (k > 0 && comm->recvReqs[slot] != NULL) return ncclSuccess; /* at a later test() */
+    e->pendHead = (e->pendHead + 1) % RAILNET_IB_FIFO_SLOTS;
+    e->pendCount--;
+    if (k == 0) continue; /* every buffer filled: done when its copies are */
+    r->id = base->fifoHead;
+    r->nreqs = k;
+    r->recv.sizes = comm->sizes[slot];
+    memset(comm->sizes[slot], 0, sizeof(comm->sizes[slot]));
+    r->events[0] -= k;
+    for (int c = 0; c < railnetIbChunksPerMsg(base); c++) r->events[railnetIbMsgQp(base, r->id, c)->devIndex]++;
+    for (int j = 0; j < k; j++) {
+      int i = r->recv.map[j];
+      struct ncclIbSendFifo* el = &comm->elems[slot][j];
+      memset(el, 0, sizeof(*el));
+      el->addr = (uint64_t)(uintptr_t)w->data[i];
+      for (int d = 0; d < base->vProps.ndevs; d++) el->rkeys[d] = w->mh[i]->mrs[d]->rkey;
+      el->nreqs = (uint32_t)k;
+      el->size = w->sizes[i];
+      el->tag = (uint32_t)w->tags[i];
+      el->idx = base->fifoHead + 1;
+    }
+    comm->recvReqs[slot] = r;
+    base->fifoHead++;
+    NCCLCHECK(railnetIbPostCts(comm, r, slot, 0));
+  }
+  return ncclSuccess;
+}
+
+int railnetIbEagerQueues(const struct railnetIbEager* e, int n) {
+  if (e == NULL) return 0;
+  if (!e->closing) return n > 1;
+  if (!e->closed || e->pendCount > 0) return 1;
+  for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) /* messages from before the close still held */
+    if (e->arrived[s]) return 1;
+  return 0;
+}
+
+ncclResult_t railnetIbEagerQueue(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int n, void** data,
+                                 size_t* sizes, int* tags, void** mhandles, int* taken) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  *taken = 0;
+  if (!e->closing) {
+    if (e->pend == NULL) NCCLCHECK(RAILNET_CALLOC(&e->pend, RAILNET_IB_FIFO_SLOTS, "IB eager irecv queue"));
+    e->closing = 1;
+    e->pendFrom = base->fifoHead;
+    e->frontier = base->fifoHead;
+    e->mode |= RAILNET_IB_EAGER_CLOSING;
+    NCCLCHECK(tellSender(comm));
+    char peer[SOCKET_NAME_MAXLEN];
+    INFO(NCCL_NET, "NET/IB : receive comm with %s: a multi-receive: asking the sender to end its eager messages",
+         railnetIbPeerStr(base, peer));
+  }
+  if (e->pendCount == RAILNET_IB_FIFO_SLOTS) return ncclSuccess; /* full: later */
+  struct railnetIbEagerPending* w = &e->pend[(e->pendHead + e->pendCount) % RAILNET_IB_FIFO_SLOTS];
+  memset(w, 0, sizeof(*w));
+  w->req = req;
+  w->n = n;
+  for (int i = 0; i < n; i++) {
+    w->data[i] = data[i];
+    w->sizes[i] = sizes[i];
+    w->tags[i] = tags[i];
+    w->mh[i] = (const struct ncclIbMrHandle*)mhandles[i];
+  }
+  e->pendCount++;
+  req->recv.nbuf = n;
+  req->events[0] = n; /* a buffer filled here, or all of them taking a position, settles them */
+  *taken = 1;
+  NCCLCHECK(matchHeld(comm));
+  return resolve(comm);
+}
+
+ncclResult_t railnetIbEagerProgress(struct ncclIbRecvComm* comm) {
+  struct railnetIbEager* e = comm->eager;
+  if (e == NULL || !e->closing || e->pendCount == 0) return ncclSuccess;
+  NCCLCHECK(matchHeld(comm));
+  return resolve(comm);
 }

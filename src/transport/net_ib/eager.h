@@ -47,9 +47,21 @@
  * writes name their position and the eager messages still go by their QP's order. Split over
  * QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1: a message's chunk i on QP i, each QP one completion per
  * position), an eager message goes whole on QP 0 and a write of no bytes with
- * RAILNET_IB_EAGER_MARK on each other QP keeps their order of positions. With the variable set the
- * devices report maxRecvs 1 (a sender cannot know how many buffers an irecv it has not seen
- * has), and an irecv of more than one buffer on an eager comm is refused.
+ * RAILNET_IB_EAGER_MARK on each other QP keeps their order of positions.
+ *
+ * Multi-receives (maxRecvs stays 8): a sender cannot know how many buffers an irecv it has not
+ * seen takes, so a comm's first irecv of more than one buffer closes its eager messages for
+ * good (NCCL groups receives only on the comms it shares between peers; the others keep
+ * eager messages). The receiver sets RAILNET_IB_EAGER_CLOSING in its mode word, and from then
+ * on queues its irecvs (each returns its request at once; no fifo position yet). The sender's
+ * next isend writes a close (RAILNET_IB_EAGER_CLOSE, no bytes, on the QP of its next position
+ * Y) and sends the clear-to-send way from Y on. Messages that came eagerly beyond the irecvs
+ * posted before the close go, by their header's tag and in the order of their positions, into
+ * the oldest empty queued buffer of that tag. Once the close and every message before it are
+ * here, irecvs posted from Y on without a clear-to-send write theirs, and the queued irecvs,
+ * in order, take fifo positions from Y on for the buffers left, with clear-to-send entries
+ * (an irecv whose buffers all came so takes none); a message still held goes to the first
+ * later irecv with a buffer of its tag.
  */
 #ifndef RAILNET_NET_IB_EAGER_H
 #define RAILNET_NET_IB_EAGER_H
@@ -69,7 +81,22 @@ extern "C" {
 #define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (no header) */
 #define RAILNET_IB_EAGER_MARK 0x20000000u /* ... | this bit: split over QPs, a write of no bytes on QP i > 0
                                           * for the eager message of its position (on QP 0) */
+#define RAILNET_IB_EAGER_CLOSE 0x10000000u /* ... | this bit: the sender's close, of no bytes, on the QP of its
+                                           * next position (it takes none): the clear-to-send protocol from there */
+#define RAILNET_IB_EAGER_CLOSING (1ull << 63) /* receiver's mode word: a multi-receive came, close */
 #define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
+
+/* An irecv queued while the comm closes its eager messages (railnetIbEagerQueue). */
+struct ncclIbMrHandle;
+struct railnetIbEagerPending {
+  struct ncclIbRequest* req;
+  int n;
+  uint8_t filled;                      /* bit i: buffer i got a message that came eagerly */
+  void* data[NCCL_NET_IB_MAX_RECVS];
+  size_t sizes[NCCL_NET_IB_MAX_RECVS];
+  int tags[NCCL_NET_IB_MAX_RECVS];
+  const struct ncclIbMrHandle* mh[NCCL_NET_IB_MAX_RECVS];
+};
 
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
@@ -95,7 +122,20 @@ struct railnetIbEager {
   uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
   uint64_t mode, modeTold;             /* lazy, receiver: (position << 1) | every irecv writes its clear-to-send */
   uint64_t everyFrom;                  /* ... where the last such period began */
+  /* the close (a multi-receive): sender: closed once it wrote it; receiver: closing once it
+   * asked, closeAt the sender's position + 1 once the close came, closed once taken */
+  int closing, closed;
+  uint64_t closeAt;
+  uint64_t pendFrom;                   /* receiver: its fifoHead when closing began (irecvs queued from there) */
+  uint64_t frontier;                   /* ... every position below it came (from pendFrom on) */
+  struct railnetIbEagerPending* pend;  /* ... the queued irecvs (RAILNET_IB_FIFO_SLOTS, made at the close) */
+  int pendHead, pendCount;
+  struct ncclIbRequest* copyReq[RAILNET_IB_EAGER_SLOTS]; /* receiver: the NIC copy out of ring slot s: for it */
+  uint64_t copyPos[RAILNET_IB_EAGER_SLOTS];              /* ... of the message at this position */
 };
+
+/* The comm takes eager messages now (agreed, not closed). */
+static inline int railnetIbEagerOpen(const struct railnetIbEager* e) { return e != NULL && !e->closed; }
 
 /* RAILNET_IB_EAGER_SIZE (0: off). */
 int railnetIbEagerSize(void);
@@ -133,6 +173,23 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
  * for one (once per position). *pollDev: -1, or the device whose completions the caller
  * polls before it tries again (the QP's send queue is full: nothing was posted). */
 ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev);
+/* Receiver: whether an irecv of n buffers is queued (railnetIbEagerQueue) rather than posted:
+ * a multi-receive on an open comm, and every irecv from then on while the close is not
+ * through, irecvs are queued before it, or messages from before it wait for irecvs. */
+int railnetIbEagerQueues(const struct railnetIbEager* e, int n);
+/* ... queues it (the first one asks the sender to close: the mode word of the credit write):
+ * messages that came beyond the irecvs fill its buffers of their tag, the oldest first; once
+ * the sender's close is here with every message before it, the buffers left take a fifo
+ * position with clear-to-send entries (none left: no position). *taken 0: the queue is full,
+ * no request (later). req counts its buffers in events[0]; nbuf, own and map say their sizes
+ * (comm.h). */
+ncclResult_t railnetIbEagerQueue(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int n, void** data,
+                                 size_t* sizes, int* tags, void** mhandles, int* taken);
+/* test() of a receive on a comm whose irecvs are queued: takes what it can. */
+ncclResult_t railnetIbEagerProgress(struct ncclIbRecvComm* comm);
+/* Sender, at isend while open: when the receiver asked, writes the close at fifoHead and
+ * closes; *pollDev: -1, or the device whose completions to poll first (send queue full). */
+ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev);
 /* A receive completion with RAILNET_IB_EAGER_IMM on device d. */
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
 /* A NIC copy into a GPU receive buffer completed on device d (wr_id RAILNET_IB_EAGER_COPY). */

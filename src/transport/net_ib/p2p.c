@@ -134,6 +134,11 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     return ncclInvalidArgument;
   }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
+  if (railnetIbEagerOpen(comm->eager)) { /* the receiver may have asked to close (eager.h) */
+    int d = -1, n = 0;
+    NCCLCHECK(railnetIbEagerSendClose(comm, &d));
+    if (d >= 0) return railnetIbPollDev(base, d, &n); /* its send queue is full: later */
+  }
   int eager = comm->eager ? railnetIbEagerCanSend(comm, size, mh->type) : 0;
   if (eager == RAILNET_IB_EAGER_BAD_CREDIT) {
     char peer[SOCKET_NAME_MAXLEN];
@@ -229,17 +234,24 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
       return ncclInvalidArgument;
     }
   }
-  if (comm->eager && n != 1) {
-    WARN("NET/IB : irecv of %d buffers on a comm with eager messages (RAILNET_IB_EAGER_SIZE): it takes one buffer "
-         "per irecv (maxRecvs 1); unset RAILNET_IB_EAGER_SIZE for multi-receives",
-         n);
-    return ncclInvalidArgument;
+  if (railnetIbEagerQueues(comm->eager, n)) { /* a multi-receive closes eager messages (eager.h) */
+    struct ncclIbRequest* req;
+    int taken = 0;
+    NCCLCHECK(getRequest(base, &req, NULL));
+    req->type = NCCL_NET_IB_REQ_RECV;
+    for (int i = 0; i < n; i++) req->recv.posted[i] = sizes[i];
+    ncclResult_t res = railnetIbEagerQueue(comm, req, n, data, sizes, tags, mhandles, &taken);
+    if (res != ncclSuccess) railnetIbCommFail(base);
+    if (res != ncclSuccess || !taken) req->type = NCCL_NET_IB_REQ_UNUSED;
+    if (res == ncclSuccess && taken) *request = req;
+    return res;
   }
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   if (comm->recvReqs[slot] != NULL) return ncclSuccess; /* that position's request is not done yet */
   struct ncclIbRequest* req;
   NCCLCHECK(getRequest(base, &req, NULL));
   req->type = NCCL_NET_IB_REQ_RECV;
+  ncclResult_t res = ncclSuccess;
   req->id = base->fifoHead;
   req->nreqs = n;
   req->recv.sizes = comm->sizes[slot];
@@ -247,7 +259,6 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   struct ibv_recv_wr wr;
   memset(&wr, 0, sizeof(wr));
   wr.wr_id = (uint64_t)slot;
-  ncclResult_t res = ncclSuccess;
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbMsgQp(base, req->id, i); /* failover: events counted where meant */
     struct ibv_recv_wr* bad = NULL;
@@ -273,7 +284,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   }
   if (base->fo) base->fo->recvMissing[slot] = ~0ull >> (64 - railnetIbChunksPerMsg(base));
   int cts = 1;
-  if (comm->eager) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
+  if (railnetIbEagerOpen(comm->eager)) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
   if (cts) NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);
   comm->recvReqs[slot] = req;
   base->fifoHead++;
@@ -357,17 +368,24 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
     if (requestDone(r)) {
       int slot = (int)(r->id % RAILNET_IB_FIFO_SLOTS);
       if (r->type == NCCL_NET_IB_REQ_RECV) {
-        ncclResult_t ok = railnetIbCheckRecvSizes(r->recv.posted, r->recv.sizes, r->nreqs, &base->sock.addr);
+        const int* got = r->recv.sizes;
+        int nbuf = r->nreqs;
+        if (r->recv.nbuf) { /* some buffers were filled before the close (eager.h): in their order */
+          for (int j = 0; j < r->nreqs; j++) r->recv.own[r->recv.map[j]] = r->recv.sizes[j];
+          got = r->recv.own;
+          nbuf = r->recv.nbuf;
+        }
+        struct ncclIbRecvComm* rcomm = (struct ncclIbRecvComm*)base;
+        if (r->nreqs) rcomm->recvReqs[slot] = NULL; /* (none: it took no position) */
+        ncclResult_t ok = railnetIbCheckRecvSizes(r->recv.posted, got, nbuf, &base->sock.addr);
         if (ok != ncclSuccess) {
-          ((struct ncclIbRecvComm*)base)->recvReqs[slot] = NULL;
           r->type = NCCL_NET_IB_REQ_UNUSED;
           railnetIbCommFail(base);
           return ok;
         }
         *done = 1;
         if (sizes)
-          for (int i = 0; i < r->nreqs; i++) sizes[i] = r->recv.sizes[i];
-        ((struct ncclIbRecvComm*)base)->recvReqs[slot] = NULL;
+          for (int i = 0; i < nbuf; i++) sizes[i] = got[i];
       } else if (r->type == NCCL_NET_IB_REQ_SEND) {
         *done = 1;
         if (sizes) sizes[0] = (int)r->send.size;
@@ -390,13 +408,17 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
     }
     NCCLCHECK(railnetIbDevicesCheck(base, "test"));
     if (base->fo) NCCLCHECK(railnetIbFoProgress(base));
-    if (r->type == NCCL_NET_IB_REQ_RECV && ((struct ncclIbRecvComm*)base)->eager)
+    struct railnetIbEager* eager = base->isSend ? NULL : ((struct ncclIbRecvComm*)base)->eager;
+    if (r->type == NCCL_NET_IB_REQ_RECV && eager) {
       NCCLCHECK(railnetIbEagerCheckLate((struct ncclIbRecvComm*)base, r));
+      NCCLCHECK(railnetIbEagerProgress((struct ncclIbRecvComm*)base));
+    }
     int polled = 0;
     for (int d = 0; d < base->vProps.ndevs; d++) {
       /* with failover every device's CQ: the receiver's completions may come on any, and a
-       * gone QP's flushes are taken in */
-      if (r->events[d] == 0 && base->fo == NULL) continue;
+       * gone QP's flushes are taken in; so while an eager comm closes (a queued irecv's
+       * messages and the close come on any) */
+      if (r->events[d] == 0 && base->fo == NULL && !(eager && eager->closing)) continue;
       int n = 0;
       NCCLCHECK(railnetIbPollDev(base, d, &n));
       polled += n;

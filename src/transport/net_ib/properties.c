@@ -111,7 +111,7 @@ ncclResult_t ncclIbGetPhysProperties(int dev, ncclNetProperties_t* props) {
   props->latency = ibDev->latency;
   props->port = ibDev->portNum + ibDev->realPort;
   props->maxComms = ibDev->maxQp;
-  props->maxRecvs = railnetIbEagerSize() > 0 ? 1 : NCCL_NET_IB_MAX_RECVS; /* eager.h */
+  props->maxRecvs = NCCL_NET_IB_MAX_RECVS; /* eager comms close for multi-receives (eager.h) */
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
   props->vProps.ndevs = 1;
