@@ -27,7 +27,11 @@
 #                        default protocol (mean of a run before and one after the others), eager
 #                        (RAILNET_IB_EAGER_SIZE, --eager-size) and the peer plugin, with their ratios, and
 #                        packets per 8-byte round trip of each that way
-#   --eager-size N       RAILNET_IB_EAGER_SIZE of the eager rows (default 1024, at most 8192)
+#   --eager-size N       RAILNET_IB_EAGER_SIZE of the eager rows (default 1024, at most 8192). Every
+#                        other railnet row runs with RAILNET_IB_EAGER_SIZE=0 (the library's default),
+#                        the clear-to-send protocol ("default" in the rows' names: NCCL's protocol),
+#                        so that eager / default compares the two protocols; above the eager size
+#                        both are the same protocol.
 #   --peer-plugin PATH   another plugin (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so):
 #                        its 8-byte latency and packets per round trip beside railnet's, same boot
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
@@ -286,6 +290,7 @@ failover_rows() {
 in_vm() {
   local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} sweep=${5:-0} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
   EAGER=${6:-1024}
+  export RAILNET_IB_EAGER_SIZE=0 # the clear-to-send protocol, but in the eager rows
   local pt=$SOFTROCE_OUT/perftest.tsv r
   declare -A ratios
   : >"$tsv"
@@ -381,7 +386,7 @@ in_vm() {
   ep=$(pkts_per_rtt "$latIters" railnet_lat) || { ep=n/a; status=1; }
   ewc=$(work_per_rtt "$latIters") || { ewc="n/a n/a"; status=1; }
   read -r ew ec <<<"$ewc"
-  unset RAILNET_IB_EAGER_SIZE
+  export RAILNET_IB_EAGER_SIZE=0
   printf '  %-10s %8d %8d  typical %.2f us, avg %.2f us; eager / ib_write_lat: typical %s; eager / default: typical %s%s\n' \
     eager 8 "$latIters" "${etyp:-0}" "${eavg:-0}" \
     "$(awk -v a="${etyp:-0}" -v b="${rtyp:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" \

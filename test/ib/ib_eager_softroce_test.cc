@@ -37,8 +37,7 @@ class IbEagerSoftRoceTest : public IbTwoDevicesTest {
   std::vector<char> sbuf, rbuf;
 
   void connect(const char* eager) {
-    if (eager) env.set("RAILNET_IB_EAGER_SIZE", eager);
-    else env.unset("RAILNET_IB_EAGER_SIZE");
+    env.set("RAILNET_IB_EAGER_SIZE", eager ? eager : "0");  // nullptr: the clear-to-send protocol
     initTwoDevices();
     ASSERT_EQ(ib->listen(ctx, 1, handle, &lc), ncclSuccess);
     ASSERT_TRUE(netConnectPair(ib, ctx, 0, handle, lc, &sc, &rc, 60000));
@@ -151,6 +150,13 @@ class IbEagerMixedTest : public IbEagerSoftRoceTest {
     return netRunPairInProcess(ib, s, r, plan, [&](void* sc, void* rc) -> std::string {
       struct railnetIbEager* e = ((struct ncclIbRecvComm*)rc)->eager;
       *eagerSlots = e ? (size_t)e->released : 0;
+      // every send queue's count of posted work requests: never below the unsignaled eager
+      // writes still in it (a data write's completion ends those of its own QP only)
+      struct ncclIbNetCommBase* sb = (struct ncclIbNetCommBase*)sc;
+      for (int q = 0; q < sb->nqps; q++)
+        if (sb->qps[q].sqPosted < (int)sb->qps[q].eagerUnsig)
+          return "QP " + std::to_string(q) + " counts " + std::to_string(sb->qps[q].sqPosted) +
+                 " work requests posted, fewer than its " + std::to_string(sb->qps[q].eagerUnsig) + " unsignaled ones";
       return ((struct ncclIbSendComm*)sc)->eager && e ? "" : " (eager was not agreed)";
     });
   }

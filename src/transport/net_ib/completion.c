@@ -146,13 +146,15 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     fo->chunkPending[slot] &= ~(1ull << chunk);
     fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */
   }
-  struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && (wc->wr_id >> 16) == 0 ? comm->sendReqs[slot][0] : NULL;
+  uint64_t folded = (wc->wr_id >> RAILNET_IB_EAGER_FOLD_SHIFT) & 0xff; /* eager writes it ended */
+  int plain = (wc->wr_id & 0xff0000) == 0 && (wc->wr_id >> 32) == 0;
+  struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && plain ? comm->sendReqs[slot][0] : NULL;
   if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
     WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",
          (unsigned long long)wc->wr_id, wc->opcode, wc->qp_num);
     return ncclInternalError;
   }
-  if (q >= 0) base->qps[q].sqPosted -= comm->slotWrs[slot]; /* the slot's writes on that QP are done */
+  if (q >= 0) base->qps[q].sqPosted -= comm->slotWrs[slot] + (int)folded; /* the slot's writes on that QP are done */
   for (int j = 0; j < first->nreqs; j++) {
     struct ncclIbRequest* r = comm->sendReqs[slot][j];
     if (r == NULL || r->events[d] <= 0) {

@@ -24,9 +24,11 @@ enum { P_EAGER_SIZE };
 static const railnetParam eagerParams[] = {
     [P_EAGER_SIZE] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_SIZE", 0, 0, RAILNET_IB_EAGER_MAX,
                                            "IB: messages of at most this many bytes are RDMA-written into a ring "
-                                           "of the receiver without waiting for its clear-to-send entry (both "
-                                           "ends must set it; host send buffers only; the receiver copies into GPU "
-                                           "buffers with the NIC; the devices then report maxRecvs 1). 0: off"),
+                                           "of the receiver without waiting for its clear-to-send entry (the "
+                                           "smaller size of both ends; host send buffers only; the receiver copies "
+                                           "into GPU buffers with the NIC; a comm's first multi-receive ends them "
+                                           "on that comm; not with port failover). 0 (default): off, the "
+                                           "clear-to-send protocol for every message"),
 };
 RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 
@@ -123,7 +125,7 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
                    : (flags & RAILNET_IB_FLAG_EAGER)
                        ? "the sender's railnet is older (its eager messages carry no tag); run the same railnet at "
                          "both ends"
-                       : "the sender does not set RAILNET_IB_EAGER_SIZE";
+                       : "the sender has them off (RAILNET_IB_EAGER_SIZE unset or 0)";
   if (no) {
     INFO(NCCL_NET, "NET/IB : receive comm with %s: no eager messages: %s", peer, no);
     return ncclSuccess;
@@ -369,7 +371,7 @@ static ncclResult_t checkHeader(struct ncclIbRecvComm* comm, struct ncclIbReques
   if (hdr.tag == want) return ncclSuccess;
   WARN("NET/IB : eager message from %s with tag %d came at fifo position %llu, whose irecv has tag %d. Eager messages "
        "(RAILNET_IB_EAGER_SIZE) go to the irecvs in the order they were posted, so the isends must come in the same "
-       "order of tags (NCCL's own use has one tag per comm); unset RAILNET_IB_EAGER_SIZE for this pattern",
+       "order of tags (NCCL's own use has one tag per comm); set RAILNET_IB_EAGER_SIZE=0 for this pattern",
        ncclSocketToString(&comm->base.sock.addr, peer, 1), (int)hdr.tag, (unsigned long long)r->id, (int)want);
   railnetIbCommFail(&comm->base);
   return ncclInvalidUsage;
@@ -453,7 +455,7 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) 
   if (id > e->released + RAILNET_IB_EAGER_SLOTS && id > base->fifoHead) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : request-to-send from %s for fifo position %llu, more than %d beyond %llu: the peer is not this "
-         "railnet version or is broken; run the same railnet at both ends, or unset RAILNET_IB_EAGER_SIZE",
+         "railnet version or is broken; run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
          ncclSocketToString(&base->sock.addr, peer, 1), (unsigned long long)id, RAILNET_IB_EAGER_SLOTS,
          (unsigned long long)e->released);
     return ncclRemoteError;
@@ -480,10 +482,12 @@ static ncclResult_t resolve(struct ncclIbRecvComm* comm);
 /* The sender's close on QP q: its position id (the next on that QP; it takes none). */
 static ncclResult_t closeArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
   struct railnetIbEager* e = comm->eager;
-  if (!e->closing || e->closeAt || id > e->released + RAILNET_IB_EAGER_SLOTS) {
+  int late = 0; /* an eager message at or beyond the close's position came first (another QP) */
+  for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) late |= e->arrived[s] > id;
+  if (!e->closing || e->closeAt || late || (id > e->released + RAILNET_IB_EAGER_SLOTS && id > comm->base.fifoHead)) {
     char peer[SOCKET_NAME_MAXLEN];
-    WARN("NET/IB : eager close from %s at fifo position %llu, not asked for or beyond the ring (%llu delivered): the "
-         "peer is not this railnet version or is broken", ncclSocketToString(&comm->base.sock.addr, peer, 1),
+    WARN("NET/IB : eager close from %s at fifo position %llu, not asked for, beyond the ring (%llu delivered) or "
+         "behind an eager message: the peer is not this railnet version or is broken", ncclSocketToString(&comm->base.sock.addr, peer, 1),
          (unsigned long long)id, (unsigned long long)e->released);
     return ncclRemoteError;
   }
@@ -500,6 +504,15 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   uint32_t imm = be32toh(wc->imm_data);
   uint64_t id = q >= 0 ? comm->qpNextId[q] : 0;
   uint64_t step = base->splitDataOnQps ? 1 : (uint64_t)base->nqps; /* positions per completion of a QP */
+  /* split over QPs: requests-to-send and the close come on QP 0 (before the data's first
+   * chunk), marks on the others */
+  int mark = (imm & RAILNET_IB_EAGER_MARK) != 0, ctl = (imm & (RAILNET_IB_EAGER_RTS | RAILNET_IB_EAGER_CLOSE)) != 0;
+  if (base->splitDataOnQps && q >= 0 && (mark ? q == 0 : ctl && q != 0)) {
+    WARN("NET/IB : eager write from %s (immediate 0x%x) on QP %d, which does not take it when messages are split "
+         "over QPs: the peer is not this railnet version or is broken", ncclSocketToString(&base->sock.addr, peer, 1),
+         imm, q);
+    return ncclRemoteError;
+  }
   if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
   if (q >= 0 && (imm & RAILNET_IB_EAGER_CLOSE)) return closeArrived(comm, q, id);
   if (q >= 0 && base->splitDataOnQps && (imm & RAILNET_IB_EAGER_MARK)) { /* its message came on QP 0 */
@@ -565,6 +578,14 @@ static ncclResult_t matchHeld(struct ncclIbRecvComm* comm) {
     if (e->arrived[s] != p + 1) continue;
     struct railnetIbEagerHdr hdr;
     memcpy(&hdr, SLOT(e, s), sizeof(hdr));
+    if (hdr.size != e->arrivedSize[s]) {
+      char peer[SOCKET_NAME_MAXLEN];
+      WARN("NET/IB : eager message from %s at fifo position %llu says %u bytes in its header and %u in its "
+           "immediate: the peer is broken or not this railnet", railnetIbPeerStr(&comm->base, peer),
+           (unsigned long long)p, hdr.size, e->arrivedSize[s]);
+      railnetIbCommFail(&comm->base);
+      return ncclRemoteError;
+    }
     for (int q = 0; q < e->pendCount; q++) {
       struct railnetIbEagerPending* w = &e->pend[(e->pendHead + q) % RAILNET_IB_FIFO_SLOTS];
       int i = 0;
@@ -646,6 +667,12 @@ static ncclResult_t resolve(struct ncclIbRecvComm* comm) {
   return ncclSuccess;
 }
 
+int railnetIbEagerQueueRoom(const struct ncclIbRecvComm* comm) {
+  int used = comm->eager->pendCount; /* queued irecvs and irecvs at a position: NCCL's limit together */
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) used += comm->recvReqs[s] != NULL;
+  return used < RAILNET_IB_FIFO_SLOTS;
+}
+
 int railnetIbEagerQueues(const struct railnetIbEager* e, int n) {
   if (e == NULL) return 0;
   if (!e->closing) return n > 1;
@@ -671,7 +698,6 @@ ncclResult_t railnetIbEagerQueue(struct ncclIbRecvComm* comm, struct ncclIbReque
     INFO(NCCL_NET, "NET/IB : receive comm with %s: a multi-receive: asking the sender to end its eager messages",
          railnetIbPeerStr(base, peer));
   }
-  if (e->pendCount == RAILNET_IB_FIFO_SLOTS) return ncclSuccess; /* full: later */
   struct railnetIbEagerPending* w = &e->pend[(e->pendHead + e->pendCount) % RAILNET_IB_FIFO_SLOTS];
   memset(w, 0, sizeof(*w));
   w->req = req;

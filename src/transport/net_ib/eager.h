@@ -1,5 +1,5 @@
 /*
- * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends): a message of at most that
+ * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends; default 0, off): a message of at most that
  * many bytes is not waited for with a clear-to-send entry. The sender copies it, after a
  * header with its tag and size (wire.h railnetIbEagerHdr), into a registered bounce slot and
  * RDMA-writes both, with an immediate (RAILNET_IB_EAGER_IMM | size), into slot (fifo position
@@ -74,6 +74,7 @@ extern "C" {
 
 #define RAILNET_IB_EAGER_SLOTS 16
 #define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* the largest RAILNET_IB_EAGER_SIZE */
+
 #define RAILNET_IB_EAGER_RETRY 16        /* small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
@@ -84,6 +85,7 @@ extern "C" {
 #define RAILNET_IB_EAGER_CLOSE 0x10000000u /* ... | this bit: the sender's close, of no bytes, on the QP of its
                                            * next position (it takes none): the clear-to-send protocol from there */
 #define RAILNET_IB_EAGER_CLOSING (1ull << 63) /* receiver's mode word: a multi-receive came, close */
+#define RAILNET_IB_EAGER_FOLD_SHIFT 24 /* a data write's wr_id: << the unsignaled eager writes its completion ends */
 #define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
 
 /* An irecv queued while the comm closes its eager messages (railnetIbEagerQueue). */
@@ -177,11 +179,14 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev);
  * a multi-receive on an open comm, and every irecv from then on while the close is not
  * through, irecvs are queued before it, or messages from before it wait for irecvs. */
 int railnetIbEagerQueues(const struct railnetIbEager* e, int n);
+/* ... whether one more fits (queued and posted irecvs together at most RAILNET_IB_FIFO_SLOTS,
+ * NCCL's limit of requests in flight): if not, irecv returns no request (later). */
+int railnetIbEagerQueueRoom(const struct ncclIbRecvComm* comm);
 /* ... queues it (the first one asks the sender to close: the mode word of the credit write):
  * messages that came beyond the irecvs fill its buffers of their tag, the oldest first; once
  * the sender's close is here with every message before it, the buffers left take a fifo
- * position with clear-to-send entries (none left: no position). *taken 0: the queue is full,
- * no request (later). req counts its buffers in events[0]; nbuf, own and map say their sizes
+ * position with clear-to-send entries (none left: no position). *taken 1 (0 only if it
+ * could not be queued). req counts its buffers in events[0]; nbuf, own and map say their sizes
  * (comm.h). */
 ncclResult_t railnetIbEagerQueue(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int n, void** data,
                                  size_t* sizes, int* tags, void** mhandles, int* taken);

@@ -148,7 +148,8 @@ ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct
   }
   struct ncclIbRequest* r = comm->recvReqs[want % RAILNET_IB_FIFO_SLOTS];
   int ok = r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->events[d] > 0;
-  if (ok && base->matchById) ok = (uint32_t)r->id == (uint32_t)want;
+  /* an eager comm's ids are 31 bits (post.c) */
+  if (ok && base->matchById) ok = ((uint32_t)r->id & (comm->eager ? 0x7fffffffu : ~0u)) == (uint32_t)want;
   if (ok && !base->matchById && comm->prepost) ok = r->id == want;
   if (!ok) {
     WARN("NET/IB : data completion from %s (qp %u, %s %llu) without a receive in flight for it",

@@ -235,6 +235,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
     }
   }
   if (railnetIbEagerQueues(comm->eager, n)) { /* a multi-receive closes eager messages (eager.h) */
+    if (!railnetIbEagerQueueRoom(comm)) return ncclSuccess; /* NCCL's limit in flight: later */
     struct ncclIbRequest* req;
     int taken = 0;
     NCCLCHECK(getRequest(base, &req, NULL));

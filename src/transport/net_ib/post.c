@@ -5,6 +5,7 @@
 #include <string.h>
 #include "post.h"
 #include "devices.h"
+#include "eager.h"
 #include "failover.h"
 #include "ibvwrap.h"
 #include "prof.h"
@@ -52,8 +53,9 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   /* matched by id (matching.h): the immediate is the id, every message writes its sizes */
   int sizesRecord = nreqs > 1 || base->matchById;
   int separateImm = sizesRecord || (comm->ar && (int64_t)reqs[0]->send.size > ncclIbArThreshold);
+  /* by id on an eager comm: 31 bits, the top one says an eager write (eager.h) */
   uint32_t imm = base->fo ? (uint32_t)(reqs[0]->id & 0xffffff) | ((uint32_t)i << 24)
-                 : base->matchById ? (uint32_t)reqs[0]->id
+                 : base->matchById ? (uint32_t)reqs[0]->id & (comm->eager ? ~RAILNET_IB_EAGER_IMM : ~0u)
                                    : (uint32_t)reqs[0]->send.size;
   struct ibv_send_wr* last = &wrs[nreqs - 1];
   int nwrs = separateImm ? nreqs + 1 : nreqs;
@@ -82,14 +84,14 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   last->imm_data = htobe32(imm);
   last->send_flags = IBV_SEND_SIGNALED;
-  last->wr_id = (uint64_t)slot | ((uint64_t)i << 8);
+  /* its completion also ends the unsignaled eager writes before it on this QP (eager.h): their
+   * number rides in its wr_id, per QP (split over QPs, each chunk's QP has its own) */
+  last->wr_id = (uint64_t)slot | ((uint64_t)i << 8) | ((uint64_t)qp->eagerUnsig << RAILNET_IB_EAGER_FOLD_SHIFT);
   last->next = NULL;
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
   base->work.wrs += (uint64_t)nwrs;
   qp->sqPosted += comm->slotWrs[slot];
-  /* its completion also ends the unsignaled eager writes before it on this QP (eager.h) */
-  comm->slotWrs[slot] = (uint8_t)(comm->slotWrs[slot] + qp->eagerUnsig);
   qp->eagerUnsig = 0;
   for (int r = 0; base->prof && r < nreqs; r++)
     NCCLCHECK(railnetIbProfStart(base, reqs[r], reqs[r]->phandle, (int)(qp - base->qps), wrs[r].opcode,
