@@ -134,6 +134,20 @@ TEST_F(IbEagerSoftRoceTest, DefaultProtocolCostsAClearToSendPerMessage) {
 // registration and a bounce registration per device).
 class IbEagerMixedTest : public IbEagerSoftRoceTest {
  protected:
+  // The mix with RAILNET_IB_EAGER_SIZE=1024 and these variables, on the first device or on the
+  // first two fused: every byte, and every position delivered in order.
+  void run(std::initializer_list<std::pair<const char*, const char*>> vars, bool fused = false) {
+    env.set("RAILNET_IB_EAGER_SIZE", "1024");
+    for (const auto& v : vars) env.set(v.first, v.second);
+    initTwoDevices();
+    int d = 0;
+    if (fused) {
+      ASSERT_EQ(ibFuseFirstTwoDevices(&d), ncclSuccess);
+    }
+    size_t released = 0;
+    EXPECT_EQ(mixed(d, &released), "");
+    EXPECT_GE(released, 120u);
+  }
   std::string mixed(int dev, size_t* eagerSlots, std::vector<size_t> more = {}) {
     if (ib->listen(ctx, dev, handle, &lc) != ncclSuccess) return "listen failed";
     void *s = nullptr, *r = nullptr;
@@ -162,56 +176,23 @@ class IbEagerMixedTest : public IbEagerSoftRoceTest {
   }
 };
 
-TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnOneQp) {
-  env.set("RAILNET_IB_EAGER_SIZE", "1024");
-  initTwoDevices();
-  size_t released = 0;
-  EXPECT_EQ(mixed(0, &released), "");
-  EXPECT_GE(released, 120u);  // every position delivered in order
-}
+TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnOneQp) { run({}); }
 
-TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnTwoQps) {
-  env.set("RAILNET_IB_EAGER_SIZE", "1024");
-  env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
-  initTwoDevices();
-  size_t released = 0;
-  EXPECT_EQ(mixed(0, &released), "");
-  EXPECT_GE(released, 120u);
-}
+TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnTwoQps) { run({{"NCCL_IB_QPS_PER_CONNECTION", "2"}}); }
 
 // Receives matched by ID (NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME=1): the data writes carry their
 // position and a sizes record; eager messages and requests-to-send still go by their QP's order.
 TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteMatchedById) {
-  env.set("RAILNET_IB_EAGER_SIZE", "1024");
-  env.set("NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "1");
-  env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
-  initTwoDevices();
-  size_t released = 0;
-  EXPECT_EQ(mixed(0, &released), "");
-  EXPECT_GE(released, 120u);
+  run({{"NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "1"}, {"NCCL_IB_QPS_PER_CONNECTION", "2"}});
 }
 
 // Split over QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1, 3 QPs): larger messages cut into a chunk per
 // QP; an eager message whole on QP 0 and a mark of no bytes on each other QP.
 TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteSplitOverQps) {
-  env.set("RAILNET_IB_EAGER_SIZE", "1024");
-  env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
-  env.set("NCCL_IB_QPS_PER_CONNECTION", "3");
-  initTwoDevices();
-  size_t released = 0;
-  EXPECT_EQ(mixed(0, &released), "");
-  EXPECT_GE(released, 120u);
+  run({{"NCCL_IB_SPLIT_DATA_ON_QPS", "1"}, {"NCCL_IB_QPS_PER_CONNECTION", "3"}});
 }
 
-TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnAFusedDevice) {
-  env.set("RAILNET_IB_EAGER_SIZE", "1024");
-  initTwoDevices();
-  int d = -1;
-  ASSERT_EQ(ibFuseFirstTwoDevices(&d), ncclSuccess);
-  size_t released = 0;
-  EXPECT_EQ(mixed(d, &released), "");
-  EXPECT_GE(released, 120u);
-}
+TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnAFusedDevice) { run({}, true); }
 
 // A larger eager size: ring slots of that size rounded up to 64 bytes (3000: 3008), messages
 // around it (2999, 3000, 3001) among the mix; and the largest size, 8192.
