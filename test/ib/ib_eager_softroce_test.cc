@@ -685,8 +685,15 @@ TEST_P(IbEagerMultiReceive, ClosesEagerMessagesAndTakesTheOnesAhead) {
   ASSERT_EQ(left, 0) << "not done in 60 s: " << si << " sends, " << gi << " groups started";
   EXPECT_TRUE(LogCapture::contains("a multi-receive: asking the sender to end its eager messages")) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("eager messages ended at fifo position")) << LogCapture::all();
-  EXPECT_TRUE(LogCapture::contains("(3 came beyond the irecvs)") || LogCapture::contains("(4 came beyond the irecvs)"))
-      << "the messages sent ahead did not wait for the groups: " << LogCapture::all();
+  // the three sent ahead came beyond the irecvs, and as many more as went eagerly before the
+  // sender saw the receiver's request to close (how many depends on when that write landed)
+  int beyond = -1;
+  for (const auto& l : LogCapture::lines()) {
+    size_t at = l.msg.find(" came beyond the irecvs)");
+    size_t open = at == std::string::npos ? at : l.msg.rfind('(', at);
+    if (open != std::string::npos) beyond = atoi(l.msg.c_str() + open + 1);
+  }
+  EXPECT_GE(beyond, 3) << "the messages sent ahead did not wait for the groups: " << LogCapture::all();
   EXPECT_TRUE(re->closed);
   if (gpu) {
     EXPECT_GE(re->nicCopies, 3u) << "the NIC did not copy the messages into the GPU buffers";
