@@ -24,22 +24,25 @@
 #   -o DIR               result directory (default: $RAILNET_BUILD/softroce/bench-ib)
 #   --lat-sweep          also the latency of 8 B .. 64 KiB (powers of two) with NCCL's receive
 #                        pattern, irecv buffers of 64 KiB (railnet-perf --recv-size 64K): the
-#                        default protocol (mean of a run before and one after the others), eager
-#                        (RAILNET_IB_EAGER_SIZE, --eager-size) and the peer plugin, with their ratios, and
-#                        packets per 8-byte round trip of each that way
-#   --eager-size N       RAILNET_IB_EAGER_SIZE of the eager rows (default 1024, at most 8192). Every
-#                        other railnet row runs with RAILNET_IB_EAGER_SIZE=0 (the library's default),
-#                        the clear-to-send protocol ("default" in the rows' names: NCCL's protocol),
-#                        so that eager / default compares the two protocols; above the eager size
-#                        both are the same protocol.
+#                        clear-to-send protocol (mean of a run before and one after the others), eager
+#                        (the library's default, or --eager-size) and the peer plugin, with their
+#                        ratios, and packets per 8-byte round trip of each that way
+#   --eager-size N       RAILNET_IB_EAGER_SIZE of the eager rows (default: unset, the library's
+#                        default of 4096; at most 8192). The bandwidth rows run at the library's
+#                        defaults too (eager on: what a job gets). The latency rows named "default"
+#                        and "lat" (and "railnet" packets and work) run with RAILNET_IB_EAGER_SIZE=0,
+#                        the clear-to-send protocol (NCCL's protocol), so that eager / default
+#                        compares the two protocols; above the eager size both are the same protocol.
 #   --peer-plugin PATH   another plugin (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so):
-#                        its 8-byte latency and packets per round trip beside railnet's, same boot
+#                        its bandwidth (right after railnet's, each size and round), 8-byte latency and
+#                        packets per round trip beside railnet's, same boot
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
 #   railnet_bw   SIZE  ITERS  BW_AVG_MBps  RATIO_TO_IB_WRITE_BW  ROUND
+#   peer_bw      SIZE  ITERS  BW_AVG_MBps  RATIO_RAILNET_TO_PEER  ROUND   (--peer-plugin)
 #   railnet_lat  SIZE  ITERS  T_TYPICAL_us  T_AVG_us  RATIO_TYPICAL  RATIO_AVG
 #   pkts_per_rtt TOOL  PACKETS  (8-byte round trips: rxe's sent_pkts of both devices, data and
 #                                acknowledgements, over a run of 2N round trips minus one of N)
-#   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (RAILNET_IB_EAGER_SIZE=--eager-size at both ends)
+#   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (eager at both ends: the default or --eager-size)
 #   pkts_per_rtt eager  PACKETS;  work_per_rtt eager  WRS  CQES  (the same, eager)
 #   sweep_lat  SIZE  ITERS  DEFAULT_TYPICAL_us  EAGER_TYPICAL_us  PEER_TYPICAL_us  (--lat-sweep;
 #                                64 KiB irecv buffers; 0: not measured)
@@ -141,7 +144,7 @@ sweep_peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --recv-size 64K --
 
 # lat_sweep ITERS TSV: the typical half round trip of 8 B .. 64 KiB into 64 KiB irecv buffers
 # (NCCL's proxy posts its step buffers, larger than most messages): the default protocol,
-# eager (RAILNET_IB_EAGER_SIZE=$EAGER at both ends) and the peer plugin one after the other,
+# eager (eager_env: the library's default or --eager-size) and the peer plugin one after the other,
 # then the packets per 8-byte round trip of each.
 lat_sweep() {
   local iters=$1 tsv=$2 status=0 size d e p
@@ -151,7 +154,7 @@ lat_sweep() {
   # eager's and the peer's sit between them (the host's load drifts over minutes)
   declare -A def2
   while IFS=, read -r _ size _ _ _ d _; do def[$size]=$d; done < <(pair $args) || status=1
-  while IFS=, read -r _ size _ _ _ e _; do eag[$size]=$e; done < <(RAILNET_IB_EAGER_SIZE=$EAGER pair $args) || status=1
+  while IFS=, read -r _ size _ _ _ e _; do eag[$size]=$e; done < <(eager_env; pair $args) || status=1
   if [ -n "${RAILNET_BENCH_PEER:-}" ]; then
     while IFS=, read -r _ size _ _ _ p _; do peer[$size]=$p; done < <(PLUGIN=$RAILNET_BENCH_PEER pair $args) || status=1
   fi
@@ -161,6 +164,7 @@ lat_sweep() {
   done
   ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
   printf '  %-10s into 64 KiB irecv buffers; eager: RAILNET_IB_EAGER_SIZE=%s\n' sweep "$EAGER"
+  [ "$EAGER" = default ] && printf '  %-10s (default: unset, the library default of 4096)\n' sweep
   printf '  %-10s %8s  %12s %12s %12s  %13s %11s %13s\n' sweep bytes default_us eager_us peer_us eager/default eager/peer default/peer
   for ((size = 8; size <= 65536; size *= 2)); do
     printf '  %-10s %8d  %12s %12s %12s  %13s %11s %13s\n' sweep "$size" "${def[$size]:-n/a}" "${eag[$size]:-n/a}" \
@@ -169,7 +173,7 @@ lat_sweep() {
     printf 'sweep_lat\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "${def[$size]:-0}" "${eag[$size]:-0}" "${peer[$size]:-0}" >>"$tsv"
   done
   d=$(pkts_per_rtt "$iters" sweep_lat) || { d=n/a; status=1; }
-  e=$(RAILNET_IB_EAGER_SIZE=$EAGER pkts_per_rtt "$iters" sweep_lat) || { e=n/a; status=1; }
+  e=$(eager_env; pkts_per_rtt "$iters" sweep_lat) || { e=n/a; status=1; }
   p=""
   [ -n "${RAILNET_BENCH_PEER:-}" ] && { p=$(pkts_per_rtt "$iters" sweep_peer_lat) || { p=n/a; status=1; }; }
   printf '  %-10s %8d  packets per round trip into 64 KiB buffers: default %s, eager %s%s\n' sweep 8 "$d" "$e" "${p:+, peer $p}"
@@ -178,6 +182,8 @@ lat_sweep() {
   return $status
 }
 railnet_lat() { pair --lat -s 8 --warmup 20 -n "$1"; }
+# the eager rows' setting: --eager-size, or unset (the library's default)
+eager_env() { if [ "$EAGER" = default ]; then unset RAILNET_IB_EAGER_SIZE; else export RAILNET_IB_EAGER_SIZE=$EAGER; fi; }
 peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --warmup 20 -n "$1"; }
 
 # The fused comm of the failover rows: rxe0+rxe2 -> rxe1+rxe3, over a second veth pair
@@ -289,10 +295,10 @@ failover_rows() {
 
 in_vm() {
   local sizes=$1 latIters=$2 mib=$3 rounds=${4:-1} sweep=${5:-0} size iters warm window row status=0 tsv=$SOFTROCE_OUT/railnet.tsv
-  EAGER=${6:-1024}
-  export RAILNET_IB_EAGER_SIZE=0 # the clear-to-send protocol, but in the eager rows
-  local pt=$SOFTROCE_OUT/perftest.tsv r
-  declare -A ratios
+  EAGER=${6:-default}
+  eager_env # the bandwidth rows at the library's defaults (or --eager-size)
+  local pt=$SOFTROCE_OUT/perftest.tsv r prow pavg pratio
+  declare -A ratios pratios
   : >"$tsv"
   [ -x "$PERF" ] && [ -f "$PLUGIN" ] || { echo "build $PERF and $PLUGIN first (make)" >&2; return 1; }
   echo "railnet-perf through $(basename "$PLUGIN"), RAILNET_TRANSPORT=ib: client ${SOFTROCE_DEVS% *} -> server ${SOFTROCE_DEVS#* }"
@@ -322,15 +328,26 @@ in_vm() {
       printf '  %-10s %5d %8d %8d %14.2f %14s %8s\n' bw "$r" "$size" "$iters" "$avg" "${ref:-none}" "$ratio"
       printf 'railnet_bw\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$avg" "$ratio" "$r" >>"$tsv"
       ratios[$size]+="$ratio "
+      if [ -n "${RAILNET_BENCH_PEER:-}" ]; then # the peer right after railnet, same settings
+        prow=$(PLUGIN=$RAILNET_BENCH_PEER pair --bw -s "$size" -n "$iters" --warmup "$warm" --window "$window") || { status=1; continue; }
+        IFS=, read -r _ _ _ _ pavg _ <<<"$prow"
+        pratio=$(awk -v a="$avg" -v b="${pavg:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+        printf '  %-10s %5d %8d %8d %14.2f %14s %8s  (railnet / peer)\n' peer_bw "$r" "$size" "$iters" "$pavg" "" "$pratio"
+        printf 'peer_bw\t%s\t%s\t%s\t%s\t%s\n' "$size" "$iters" "$pavg" "$pratio" "$r" >>"$tsv"
+        pratios[$size]+="$pratio "
+      fi
     done
   done
+  median() { echo "$@" | tr ' ' '\n' | grep -v n/a | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
   if [ "$rounds" -gt 1 ]; then
     for size in $sizes; do
-      printf '  %-10s %5s %8d  median ratio %s over rounds (%s)\n' bw all "$size" \
-        "$(echo ${ratios[$size]} | tr ' ' '\n' | grep -v n/a | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')" \
+      printf '  %-10s %5s %8d  median ratio %s over rounds (%s)\n' bw all "$size" "$(median ${ratios[$size]})" \
         "$(echo ${ratios[$size]})"
+      [ -n "${pratios[$size]:-}" ] && printf '  %-10s %5s %8d  median railnet / peer %s over rounds (%s)\n' peer_bw all \
+        "$size" "$(median ${pratios[$size]})" "$(echo ${pratios[$size]})"
     done
   fi
+  export RAILNET_IB_EAGER_SIZE=0 # the clear-to-send protocol, but in the eager rows
   # ib_write_lat again right before railnet's ping-pong (with several rounds, the first
   # measurement is minutes old by now); the newest line is the reference
   if [ "$rounds" -gt 1 ]; then
@@ -377,10 +394,10 @@ in_vm() {
   printf '  %-10s %8d  per round trip (both ends): railnet %s work requests posted, %s completions polled\n' \
     work 8 "$ww" "$cc"
   printf 'work_per_rtt\trailnet\t%s\t%s\n' "$ww" "$cc" >>"$tsv"
-  # eager small messages (RAILNET_IB_EAGER_SIZE=$EAGER at both ends, src/transport/net_ib/eager.h):
-  # latency right after the default protocol's and the peer's, then its packets and work
+  # eager small messages (eager_env at both ends, src/transport/net_ib/eager.h): latency
+  # right after the clear-to-send protocol's and the peer's, then its packets and work
   local erow etyp eavg ep ewc ew ec
-  export RAILNET_IB_EAGER_SIZE=$EAGER
+  eager_env
   erow=$(pair --lat -s 8 -n "$latIters" --warmup 20) || status=1
   IFS=, read -r _ _ _ _ _ etyp eavg _ <<<"$erow"
   ep=$(pkts_per_rtt "$latIters" railnet_lat) || { ep=n/a; status=1; }
@@ -407,7 +424,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3 SWEEP=0 EAGER=1024
+SIZES="4096 65536 1048576 8388608" LAT_ITERS=200 MIB=32 ROUNDS=3 SWEEP=0 EAGER=default
 OUT=$BUILD/softroce/bench-ib
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -493,6 +493,9 @@ TEST_F(IbP2pTest, ClearToSendAnnouncingMoreThanTheRegistrationFailsWithRemoteAcc
 // multi-receive, tampered with between the two isends of the real sender): the receiver's
 // test() refuses the sizes with a WARN naming the peer instead of handing them to NCCL.
 TEST_F(IbP2pTest, SizesReportedBeyondThePostedReceiveAreRefused) {
+  // the clear-to-send protocol's multi-receive is tampered with below (eager messages
+  // end at a comm's first multi-receive, and the sizes it writes back are theirs)
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
   init();
   LogCapture cap;
   char handle[NCCL_NET_HANDLE_MAXSIZE];

@@ -52,12 +52,17 @@ class IbProfTest : public IbTwoDevicesTest {
     long long deadline = netNowNs() + 60000000000LL;
     if (ib->irecv(rc, 1, &data, &bsize, &tag, &mhb, &recvPh, &rr) != ncclSuccess || rr == nullptr)
       return "irecv failed";
-    while (sr == nullptr && netNowNs() < deadline)
+    // the receive is tested while the isend is not taken, as NCCL's proxy does: with eager
+    // messages on, a message above the eager size asks for its clear-to-send, which the
+    // receiver's test() answers
+    int rdone = 0, s1 = -1, s2 = -1;
+    while (sr == nullptr && netNowNs() < deadline) {
       if (ib->isend(sc, a.data(), size, tag, mha, sendPh, &sr) != ncclSuccess) return "isend failed";
+      if (sr == nullptr && !rdone && ib->test(rr, &rdone, &s2) != ncclSuccess) return "receive test failed";
+    }
     std::string err;
-    int s1 = -1, s2 = -1;
     if (sr == nullptr) return "no clear-to-send";
-    if (!netWait(ib, sr, &s1, deadline, &err) || !netWait(ib, rr, &s2, deadline, &err)) return err;
+    if (!netWait(ib, sr, &s1, deadline, &err) || (!rdone && !netWait(ib, rr, &s2, deadline, &err))) return err;
     ib->deregMr(sc, mha);
     ib->deregMr(rc, mhb);
     return s2 == (int)size ? "" : "receiver reported " + std::to_string(s2);
@@ -96,7 +101,9 @@ class IbProfTest : public IbTwoDevicesTest {
   }
 };
 
+// The clear-to-send protocol (RAILNET_IB_EAGER_SIZE=0): its receive WRs are posted per irecv.
 TEST_F(IbProfTest, EventPerWorkRequestOnEachQp) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
   env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
   start(ProfRecorder::callback);
@@ -112,6 +119,7 @@ TEST_F(IbProfTest, EventPerWorkRequestOnEachQp) {
 }
 
 TEST_F(IbProfTest, OneQpPerMessageWithoutSplitting) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
   env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
   env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "0");
   start(ProfRecorder::callback);
@@ -121,6 +129,27 @@ TEST_F(IbProfTest, OneQpPerMessageWithoutSplitting) {
     checkSide(&parents[2 * k], sc, true, 65536, 1);
     checkSide(&parents[2 * k + 1], rc, false, 65536, 1);
   }
+}
+
+// At the default settings (eager messages on, RAILNET_IB_EAGER_SIZE unset): an eager message
+// split over 2 QPs has an event for its write on one QP and for its mark on the other, its
+// length the message's; so has a larger message's pair of data writes. The receiver's work
+// requests are pre-posted for the eager messages, so no irecv posts one and none has an event.
+TEST_F(IbProfTest, EagerWritesAtTheDefaultsHaveTheirEvents) {
+  env.set("RAILNET_IB_EAGER_SIZE", nullptr);
+  env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
+  env.set("NCCL_IB_SPLIT_DATA_ON_QPS", "1");
+  LogCapture cap;
+  start(ProfRecorder::callback);
+  ASSERT_TRUE(LogCapture::contains("messages up to 4096 bytes come eagerly")) << LogCapture::all();
+  const size_t sizes[] = {8, 4096, 1048576 + 5, 0};
+  char parents[2 * 4];
+  for (int k = 0; k < 4; k++) {
+    ASSERT_EQ(move(sizes[k], &parents[2 * k], &parents[2 * k + 1]), "");
+    checkSide(&parents[2 * k], sc, true, sizes[k], 2);
+    checkSide(&parents[2 * k + 1], rc, false, sizes[k], 0);
+  }
+  EXPECT_EQ(ProfRecorder::badCalls(), 0);
 }
 
 TEST_F(IbProfTest, NoCallbackNoCalls) {

@@ -114,16 +114,21 @@ TEST_F(IbRoutingSoftRoceTest, DataDirectAndOooRqAreReportedNotAvailable) {
 
 // ID-based matching and pre-posted receive WRs (failover off), alone and together, over
 // one and two QPs, data split or not, with multi-receives and more receives in flight than
-// the QPs: data and sizes right, and the receiver told the sender its scheme.
+// the QPs: data and sizes right, and the receiver told the sender its scheme. With the
+// clear-to-send protocol (RAILNET_IB_EAGER_SIZE=0) NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS=0
+// holds; with eager messages at their default the receiver pre-posts for them after all.
 TEST_F(IbRoutingSoftRoceTest, IdMatchingAndPrepostedReceivesMoveData) {
-  struct Mode { const char* scheme; const char* prepost; const char* qps; const char* split; };
-  for (Mode m : {Mode{"1", "0", "1", "0"}, Mode{"0", "1", "1", "0"}, Mode{"1", "1", "1", "0"},
-                 Mode{"0", "1", "2", "0"}, Mode{"0", "1", "2", "1"}, Mode{"1", "0", "2", "1"}}) {
-    std::string what = std::string("scheme=") + m.scheme + " prepost=" + m.prepost + " qps=" + m.qps + " split=" + m.split;
+  struct Mode { const char* scheme; const char* prepost; const char* qps; const char* split; const char* eager; };
+  for (Mode m : {Mode{"1", "0", "1", "0", "0"}, Mode{"0", "1", "1", "0", "0"}, Mode{"1", "1", "1", "0", "0"},
+                 Mode{"0", "1", "2", "0", "0"}, Mode{"0", "1", "2", "1", "0"}, Mode{"1", "0", "2", "1", "0"},
+                 Mode{"0", "0", "1", "0", nullptr}, Mode{"1", "0", "2", "1", nullptr}}) {
+    std::string what = std::string("scheme=") + m.scheme + " prepost=" + m.prepost + " qps=" + m.qps +
+                       " split=" + m.split + " eager=" + (m.eager ? m.eager : "default");
     env.set("NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", m.scheme);
     env.set("NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS", m.prepost);
     env.set("NCCL_IB_QPS_PER_CONNECTION", m.qps);
     env.set("NCCL_IB_SPLIT_DATA_ON_QPS", m.split);
+    env.set("RAILNET_IB_EAGER_SIZE", m.eager);
     init();
     LogCapture cap;
     NetPlan plan;
@@ -133,7 +138,7 @@ TEST_F(IbRoutingSoftRoceTest, IdMatchingAndPrepostedReceivesMoveData) {
     for (int k = 0; k < 5; k++) plan.groups.push_back(g);
     for (int k = 0; k < 40; k++) plan.groups.push_back({NetMsg{(size_t)(k * 997) % 70000, 70000}});
     plan.inflight = 8;
-    bool byId = m.scheme[0] == '1', pre = m.prepost[0] == '1';
+    bool byId = m.scheme[0] == '1', eager = m.eager == nullptr, pre = m.prepost[0] == '1' || eager;
     int sv = -1, rv = -1;
     EXPECT_EQ(pairAndMove(0, 1, &sv, &rv, [&](void* sc, void* rc) {
       EXPECT_EQ(((struct ncclIbNetCommBase*)sc)->matchById, byId) << what;
@@ -141,7 +146,10 @@ TEST_F(IbRoutingSoftRoceTest, IdMatchingAndPrepostedReceivesMoveData) {
       EXPECT_EQ(((struct ncclIbRecvComm*)rc)->prepost, pre) << what;
     }, &plan), "") << what << "\n" << LogCapture::all();
     EXPECT_TRUE(LogCapture::contains(std::string("completions matched by ") + (byId ? "ID" : "index") +
-                                     ", receive work requests " + (pre ? "pre-posted" : "posted on demand")))
+                                     ", receive work requests " +
+                                     (m.prepost[0] == '1' ? "pre-posted" : "posted on demand")))
+        << what << LogCapture::all();
+    EXPECT_EQ(LogCapture::contains("receive work requests pre-posted for them after all"), eager && m.prepost[0] == '0')
         << what << LogCapture::all();
     ib->finalize(ctx);
     ctx = nullptr;

@@ -50,7 +50,7 @@ TEST_F(IbEagerMetaTest, AnOlderRailnetsTaglessEagerGetsTheClearToSendProtocol) {
 
 TEST_F(IbEagerMetaTest, ASenderWithEagerOffGetsTheClearToSendProtocol) {
   std::string log = answer(0);
-  EXPECT_NE(log.find("the sender has them off (RAILNET_IB_EAGER_SIZE unset or 0)"), std::string::npos) << log;
+  EXPECT_NE(log.find("the sender has them off (RAILNET_IB_EAGER_SIZE=0 there"), std::string::npos) << log;
 }
 
 TEST_F(IbEagerMetaTest, TheSenderAsksWithTagsAndItsSize) {
@@ -64,3 +64,15 @@ TEST_F(IbEagerMetaTest, TheSenderAsksWithTagsAndItsSize) {
 }
 
 }  // namespace
+
+TEST(IbEagerDefault, OnAt4096WhenUnsetAndOffAtZero) {
+  ScopedEnv env;
+  env.set("RAILNET_IB_EAGER_SIZE", nullptr);
+  railnetParamReset();
+  EXPECT_EQ(railnetIbEagerSize(), 4096);
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
+  railnetParamReset();
+  EXPECT_EQ(railnetIbEagerSize(), 0);
+  env.set("RAILNET_IB_EAGER_SIZE", nullptr);
+  railnetParamReset();
+}

@@ -22,13 +22,14 @@
 
 enum { P_EAGER_SIZE };
 static const railnetParam eagerParams[] = {
-    [P_EAGER_SIZE] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_SIZE", 0, 0, RAILNET_IB_EAGER_MAX,
+    [P_EAGER_SIZE] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_SIZE", RAILNET_IB_EAGER_DEFAULT, 0, RAILNET_IB_EAGER_MAX,
                                            "IB: messages of at most this many bytes are RDMA-written into a ring "
                                            "of the receiver without waiting for its clear-to-send entry (the "
                                            "smaller size of both ends; host send buffers only; the receiver copies "
                                            "into GPU buffers with the NIC; a comm's first multi-receive ends them "
-                                           "on that comm; not with port failover). 0 (default): off, the "
-                                           "clear-to-send protocol for every message"),
+                                           "on that comm; not with port failover). Default 4096 (measured: "
+                                           "bench/ib.sh --lat-sweep); 0: off, the clear-to-send protocol for "
+                                           "every message"),
 };
 RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 
@@ -125,7 +126,7 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
                    : (flags & RAILNET_IB_FLAG_EAGER)
                        ? "the sender's railnet is older (its eager messages carry no tag); run the same railnet at "
                          "both ends"
-                       : "the sender has them off (RAILNET_IB_EAGER_SIZE unset or 0)";
+                       : "the sender has them off (RAILNET_IB_EAGER_SIZE=0 there, or a railnet without them)";
   if (no) {
     INFO(NCCL_NET, "NET/IB : receive comm with %s: no eager messages: %s", peer, no);
     return ncclSuccess;
@@ -217,8 +218,9 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   req->id = pos;
   req->send.size = size;
   req->phandle = phandle;
-  if (base->prof)
-    NCCLCHECK(railnetIbProfStart(base, req, phandle, (int)(qp - base->qps), IBV_WR_RDMA_WRITE_WITH_IMM, (uint32_t)size));
+  for (int i = 0; base->prof && i < railnetIbChunksPerMsg(base); i++) /* an event per write: message, marks */
+    NCCLCHECK(railnetIbProfStart(base, req, phandle, (int)(railnetIbMsgQp(base, pos, i) - base->qps),
+                                 IBV_WR_RDMA_WRITE_WITH_IMM, i == 0 ? size : 0));
   base->fifoHead++;
   return ncclSuccess;
 }

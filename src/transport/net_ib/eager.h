@@ -1,5 +1,5 @@
 /*
- * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends; default 0, off): a message of at most that
+ * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends; default RAILNET_IB_EAGER_DEFAULT, 0: off): a message of at most that
  * many bytes is not waited for with a clear-to-send entry. The sender copies it, after a
  * header with its tag and size (wire.h railnetIbEagerHdr), into a registered bounce slot and
  * RDMA-writes both, with an immediate (RAILNET_IB_EAGER_IMM | size), into slot (fifo position
@@ -74,6 +74,9 @@ extern "C" {
 
 #define RAILNET_IB_EAGER_SLOTS 16
 #define RAILNET_IB_EAGER_MAX RAILNET_IB_EAGER_MAX_BYTES /* the largest RAILNET_IB_EAGER_SIZE */
+/* Its default: the latency sweep (bench/ib.sh --lat-sweep) has eager paying up to 8 KiB, and
+ * at 4096 the ring and bounce slots keep the memory per comm below IBext's (bench/scale.sh). */
+#define RAILNET_IB_EAGER_DEFAULT 4096
 
 #define RAILNET_IB_EAGER_RETRY 16        /* small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
@@ -139,7 +142,7 @@ struct railnetIbEager {
 /* The comm takes eager messages now (agreed, not closed). */
 static inline int railnetIbEagerOpen(const struct railnetIbEager* e) { return e != NULL && !e->closed; }
 
-/* RAILNET_IB_EAGER_SIZE (0: off). */
+/* RAILNET_IB_EAGER_SIZE (0: off; default RAILNET_IB_EAGER_DEFAULT). */
 int railnetIbEagerSize(void);
 /* Sender, before sending its metadata: asks for eager messages (flag, its size, its credit
  * word's address, in its fifo's registration). */
