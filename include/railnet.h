@@ -9,6 +9,14 @@
  *   net->init(&ctx, 0, NULL, NULL, NULL);              // NULL logger: NCCL's format on stdout
  *   net->devices(&ndev); ...
  *
+ * Progress, as with NCCL's own transports: nothing moves between calls (no progress
+ * thread), and an isend may return a NULL request ("not yet", call it again) until the peer
+ * has made progress calls of its own. On IB with eager small messages (on by default,
+ * RAILNET_IB_EAGER_SIZE), a message larger than the eager size that follows small ones asks
+ * the receiver for its clear-to-send, and only the receiver's test() or irecv answers; NCCL's
+ * proxy calls them all the time. A single thread that drives both ends of a comm must test
+ * its receives while an isend returns NULL (or set RAILNET_IB_EAGER_SIZE=0).
+ *
  * NCCL itself loads the same code as a plugin: NCCL_NET_PLUGIN=railnet loads
  * libnccl-net-railnet.so, which exports ncclNetPlugin_v8 ... ncclNetPlugin_v12.
  */

@@ -194,6 +194,17 @@ TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteSplitOverQps) {
 
 TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteOnAFusedDevice) { run({}, true); }
 
+// At the default settings (RAILNET_IB_EAGER_SIZE unset: RAILNET_IB_EAGER_DEFAULT), messages
+// around the default size among the mix; mixed() fails if eager was not agreed.
+TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteAtTheDefaults) {
+  env.set("RAILNET_IB_EAGER_SIZE", nullptr);
+  initTwoDevices();
+  const size_t n = RAILNET_IB_EAGER_DEFAULT;
+  size_t released = 0;
+  EXPECT_EQ(mixed(0, &released, {n - 1, n, n + 1}), "");
+  EXPECT_GE(released, 120u);
+}
+
 // A larger eager size: ring slots of that size rounded up to 64 bytes (3000: 3008), messages
 // around it (2999, 3000, 3001) among the mix; and the largest size, 8192.
 class IbEagerLargerSlots : public IbEagerMixedTest, public ::testing::WithParamInterface<int> {};
