@@ -134,6 +134,7 @@ TEST_F(IbEagerSoftRoceTest, DefaultProtocolCostsAClearToSendPerMessage) {
 // registration and a bounce registration per device).
 class IbEagerMixedTest : public IbEagerSoftRoceTest {
  protected:
+  uint32_t agreedSize = 0;  // the eager size both ends agreed on (mixed())
   // The mix with RAILNET_IB_EAGER_SIZE=1024 and these variables, on the first device or on the
   // first two fused: every byte, and every position delivered in order.
   void run(std::initializer_list<std::pair<const char*, const char*>> vars, bool fused = false) {
@@ -164,6 +165,7 @@ class IbEagerMixedTest : public IbEagerSoftRoceTest {
     return netRunPairInProcess(ib, s, r, plan, [&](void* sc, void* rc) -> std::string {
       struct railnetIbEager* e = ((struct ncclIbRecvComm*)rc)->eager;
       *eagerSlots = e ? (size_t)e->released : 0;
+      agreedSize = e ? e->size : 0;
       // every send queue's count of posted work requests: never below the unsignaled eager
       // writes still in it (a data write's completion ends those of its own QP only)
       struct ncclIbNetCommBase* sb = (struct ncclIbNetCommBase*)sc;
@@ -203,6 +205,7 @@ TEST_F(IbEagerMixedTest, MixedSizesAndBuffersMoveEveryByteAtTheDefaults) {
   size_t released = 0;
   EXPECT_EQ(mixed(0, &released, {n - 1, n, n + 1}), "");
   EXPECT_GE(released, 120u);
+  EXPECT_EQ(agreedSize, n);
 }
 
 // A larger eager size: ring slots of that size rounded up to 64 bytes (3000: 3008), messages
@@ -352,6 +355,55 @@ TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
   ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
   EXPECT_EQ(got, 64);
   for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], 0x33) << b;
+  ib->deregMr(sc, gpuMh);
+}
+
+// NCCL's sends with GPUDirect RDMA: small messages from GPU memory (never eager) into irecv
+// buffers of 64 KiB, one after the other, at the default eager size. After
+// RAILNET_IB_EAGER_RETRY of them through a clear-to-send the receiver tries without and the
+// next one asks with a request-to-send saying its memory cannot go eagerly; each such request
+// doubles the wait before the next try (up to RAILNET_IB_EAGER_RETRY_MAX). 300 messages: tries
+// after 16, 32, 64 and 128 more, so 4 requests-to-send (17 without the doubling).
+TEST_F(IbEagerSoftRoceTest, GpuMemorySendsAskLessAndLessOften) {
+  env.set("RAILNET_IB_EAGER_SIZE", nullptr);
+  initTwoDevices();
+  ASSERT_EQ(ib->listen(ctx, 1, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 0, handle, lc, &sc, &rc, 60000));
+  sbuf.assign(1 << 16, 0);
+  rbuf.assign(1 << 16, 0);
+  ASSERT_EQ(ib->regMr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  void* gpuMh = nullptr;
+  if (ib->regMr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_CUDA, &gpuMh) != ncclSuccess) {
+    RAILNET_SKIP("regMr with NCCL_PTR_CUDA of host memory refused here");
+  }
+  struct railnetIbEager* re = ((struct ncclIbRecvComm*)rc)->eager;
+  ASSERT_NE(re, nullptr) << "eager messages are not on at the defaults";
+  for (int i = 0; i < 300; i++) {
+    memset(sbuf.data(), (char)(i + 1), 64);
+    void* r = irecv(0, 1 << 16);
+    ASSERT_NE(r, nullptr);
+    void *s = nullptr;
+    int rdone = 0, got = -1;
+    long long dl = deadlineIn(10000);
+    while (s == nullptr && netNowNs() < dl) {  // the receiver tested meanwhile, as NCCL's proxy does
+      ASSERT_EQ(ib->isend(sc, sbuf.data(), 64, 7, gpuMh, nullptr, &s), ncclSuccess);
+      if (s == nullptr && !rdone) {
+        ASSERT_EQ(ib->test(r, &rdone, &got), ncclSuccess);
+      }
+    }
+    ASSERT_NE(s, nullptr) << "message " << i;
+    ASSERT_NE(((struct ncclIbRequest*)s)->type, NCCL_NET_IB_REQ_EAGER) << "GPU memory went eagerly";
+    std::string err;
+    ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+    if (!rdone) {
+      ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
+    }
+    ASSERT_EQ(got, 64);
+    for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], (char)(i + 1)) << "message " << i << " byte " << b;
+  }
+  EXPECT_GE(re->rtsCount, 1u) << "the receiver never tried without a clear-to-send";
+  EXPECT_LE(re->rtsCount, 5u) << "the tries did not grow rarer";
+  EXPECT_EQ(re->retryAfter, 256);
   ib->deregMr(sc, gpuMh);
 }
 

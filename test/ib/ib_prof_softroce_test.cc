@@ -135,6 +135,9 @@ TEST_F(IbProfTest, OneQpPerMessageWithoutSplitting) {
 // split over 2 QPs has an event for its write on one QP and for its mark on the other, its
 // length the message's; so has a larger message's pair of data writes. The receiver's work
 // requests are pre-posted for the eager messages, so no irecv posts one and none has an event.
+// The 8-byte message goes eagerly (its irecv is small: no clear-to-send), and so does the
+// 4096-byte one after it (eager messages came: no clear-to-send for any irecv); their events
+// are the whole message and a mark of 0 bytes (a clear-to-send write splits 4096 in halves).
 TEST_F(IbProfTest, EagerWritesAtTheDefaultsHaveTheirEvents) {
   env.set("RAILNET_IB_EAGER_SIZE", nullptr);
   env.set("NCCL_IB_QPS_PER_CONNECTION", "2");
@@ -148,6 +151,11 @@ TEST_F(IbProfTest, EagerWritesAtTheDefaultsHaveTheirEvents) {
     ASSERT_EQ(move(sizes[k], &parents[2 * k], &parents[2 * k + 1]), "");
     checkSide(&parents[2 * k], sc, true, sizes[k], 2);
     checkSide(&parents[2 * k + 1], rc, false, sizes[k], 0);
+    if (k < 2) {
+      std::multiset<size_t> lengths;
+      for (auto& e : ProfRecorder::under(&parents[2 * k])) lengths.insert(e.qd.qp.length);
+      EXPECT_EQ(lengths, (std::multiset<size_t>{0, sizes[k]})) << "message of " << sizes[k] << " bytes";
+    }
   }
   EXPECT_EQ(ProfRecorder::badCalls(), 0);
 }

@@ -225,7 +225,7 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   return ncclSuccess;
 }
 
-ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
+ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int* pollDev) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
   uint64_t pos = base->fifoHead;
@@ -241,7 +241,9 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev) {
     *pollDev = qp->devIndex;
     return ncclSuccess;
   }
-  NCCLCHECK(ringWrite(base, e, qp, pos, NULL, RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_RTS));
+  /* a small message asks only when its memory cannot go eagerly (railnetIbEagerCanSend) */
+  uint32_t small = size <= e->size ? RAILNET_IB_EAGER_RTS_SMALL : 0;
+  NCCLCHECK(ringWrite(base, e, qp, pos, NULL, RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_RTS | small));
   e->rtsSent = pos + 1;
   e->rtsCount++;
   return ncclSuccess;
@@ -317,7 +319,7 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
   if (size > e->size) {
     e->small = 0;
     e->smallRun = 0;
-  } else if (!e->small && ++e->smallRun >= RAILNET_IB_EAGER_RETRY) {
+  } else if (!e->small && ++e->smallRun >= (e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY)) {
     e->small = 1;
   }
   NCCLCHECK(modeUpdate(comm));
@@ -387,6 +389,7 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   r->recv.sizes[0] = (int)size;
   comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
   comm->eager->asked = 0;
+  comm->eager->retryAfter = 0; /* this sender's memory goes eagerly */
   NCCLCHECK(modeUpdate(comm));
   /* the irecv counted a completion per QP its chunks would take (split over QPs: every QP);
    * the message is all here, the marks of the other QPs settle nothing */
@@ -448,8 +451,9 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
 }
 
 /* A request-to-send for position id on QP q (its data come next on that QP): the clear-to-send
- * goes now when its irecv is there without one, else when the irecv comes. */
-static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
+ * goes now when its irecv is there without one, else when the irecv comes. small: for a
+ * message of at most the eager size, whose memory cannot go eagerly. */
+static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id, int small) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
   /* the sender passed no position without its clear-to-send (an irecv posted here) or a
@@ -466,6 +470,10 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) 
   e->rtsCount++;
   e->small = 0; /* this sender needs clear-to-send entries (a larger message, or GPU memory) */
   e->smallRun = 0;
+  if (small) { /* its memory cannot go eagerly: try less often (eager.h) */
+    int after = e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY;
+    e->retryAfter = after * 2 < RAILNET_IB_EAGER_RETRY_MAX ? after * 2 : RAILNET_IB_EAGER_RETRY_MAX;
+  }
   e->asked = 1;
   NCCLCHECK(modeUpdate(comm));
   struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];
@@ -515,7 +523,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
          imm, q);
     return ncclRemoteError;
   }
-  if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id);
+  if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id, (imm & RAILNET_IB_EAGER_RTS_SMALL) != 0);
   if (q >= 0 && (imm & RAILNET_IB_EAGER_CLOSE)) return closeArrived(comm, q, id);
   if (q >= 0 && base->splitDataOnQps && (imm & RAILNET_IB_EAGER_MARK)) { /* its message came on QP 0 */
     comm->qpNextId[q] += step;
@@ -526,7 +534,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
       e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
          "%u bytes, %d positions beyond %llu, one per ring slot. The peer is not this railnet version or is broken: "
-         "run the same railnet at both ends, or unset RAILNET_IB_EAGER_SIZE",
+         "run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id, e->size,
          RAILNET_IB_EAGER_SLOTS, (unsigned long long)e->released);
     return ncclRemoteError;

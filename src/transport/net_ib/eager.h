@@ -30,7 +30,11 @@
  * the irecv when that comes later, and from then on every irecv writes its clear-to-send
  * again (so does a larger message delivered): such messages keep their zero-copy RDMA write
  * without the extra round trip. After RAILNET_IB_EAGER_RETRY small messages in a row came
- * through a clear-to-send the irecvs try without again. The receiver tells the sender when
+ * through a clear-to-send the irecvs try without again; a small message whose memory cannot go
+ * eagerly (GPU memory: NCCL's sends with GPUDirect RDMA) says so in its request-to-send
+ * (RAILNET_IB_EAGER_RTS_SMALL), and the receiver then waits twice as many before the next try,
+ * up to RAILNET_IB_EAGER_RETRY_MAX (back to RAILNET_IB_EAGER_RETRY at an eager message), so
+ * such a stream pays a request-to-send round trip once in up to that many messages. The receiver tells the sender when
  * "every irecv writes its clear-to-send" starts or ends, and from which position (the
  * credit write's second word, the sender's eagerMode), so the sender asks only where an
  * irecv may have none. A comm starts as without lazy
@@ -79,10 +83,12 @@ extern "C" {
 #define RAILNET_IB_EAGER_DEFAULT 4096
 
 #define RAILNET_IB_EAGER_RETRY 16        /* small messages through a clear-to-send before irecvs try without */
+#define RAILNET_IB_EAGER_RETRY_MAX 1024  /* ... doubled at each small message's request-to-send, up to this */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
 #define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
 #define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
 #define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (no header) */
+#define RAILNET_IB_EAGER_RTS_SMALL 1u /* ... | this bit with it: for a small message whose memory cannot go eagerly */
 #define RAILNET_IB_EAGER_MARK 0x20000000u /* ... | this bit: split over QPs, a write of no bytes on QP i > 0
                                           * for the eager message of its position (on QP 0) */
 #define RAILNET_IB_EAGER_CLOSE 0x10000000u /* ... | this bit: the sender's close, of no bytes, on the QP of its
@@ -122,6 +128,7 @@ struct railnetIbEager {
   uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
   int small;                           /* lazy: irecvs write no clear-to-send now */
   int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
+  int retryAfter;                      /* lazy: how many of those before trying (0: RAILNET_IB_EAGER_RETRY) */
   int asked;                           /* lazy: a request-to-send came since the last eager message */
   uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
   uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
@@ -177,7 +184,7 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
 /* Sender: the message at fifoHead found no clear-to-send and does not go eagerly: asks
  * for one (once per position). *pollDev: -1, or the device whose completions the caller
  * polls before it tries again (the QP's send queue is full: nothing was posted). */
-ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, int* pollDev);
+ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int* pollDev);
 /* Receiver: whether an irecv of n buffers is queued (railnetIbEagerQueue) rather than posted:
  * a multi-receive on an open comm, and every irecv from then on while the close is not
  * through, irecvs are queued before it, or messages from before it wait for irecvs. */

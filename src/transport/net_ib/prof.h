@@ -1,6 +1,7 @@
 /* NCCL profiler events of the IB transport (net_prof.h): one per work request a request
- * posts on a QP (each data write of an isend, each receive of an irecv), stopped when that
- * QP's completion for the request arrives. Nothing is kept or called without a callback. */
+ * posts on a QP (each data write of an isend, eager writes and marks included; each receive
+ * of an irecv, none when receive WRs are kept pre-posted, as with eager messages), stopped
+ * when that QP's completion for the request arrives. Nothing is kept or called without a callback. */
 #ifndef RAILNET_NET_IB_PROF_H
 #define RAILNET_NET_IB_PROF_H
 #include "comm.h"
