@@ -118,7 +118,8 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   struct railnetIbFailover* fo = base->fo;
   if (wc->wr_id & RAILNET_IB_EAGER_WR) { /* a signaled eager write: it and the unsignaled ones before it */
-    if (q >= 0) base->qps[q].sqPosted -= (int)(wc->wr_id & 0xff);
+    if (q >= 0 && !(fo && fo->dead[q])) base->qps[q].sqPosted -= (int)(wc->wr_id & 0xff);
+    if (wc->wr_id & RAILNET_IB_EAGER_FO_WR) railnetIbEagerFoSent(comm, q, wc->wr_id); /* its isend is done */
     return ncclSuccess;
   }
   if (fo && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe came back (probe.c) */
@@ -206,6 +207,8 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
 ncclResult_t railnetIbProcessWc(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
   if (wc->status != IBV_WC_SUCCESS) {
     struct ibv_qp* fq = base->devs[d].flushQp;
+    if (base->fo && !base->isSend && fq && fq->qp_num == wc->qp_num && (wc->wr_id & RAILNET_IB_EAGER_COPY))
+      return railnetIbEagerFoCopyFailed((struct ncclIbRecvComm*)base, d, wc); /* made again on a device left */
     if (base->fo && !base->isSend && fq && fq->qp_num == wc->qp_num) {
       /* a flush read on a device whose port went: as NCCL, that device's share of the flush
        * is over (what arrived there arrived; the rest is replayed on the devices left) */

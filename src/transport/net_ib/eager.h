@@ -66,6 +66,22 @@
  * in order, take fifo positions from Y on for the buffers left, with clear-to-send entries
  * (an irecv whose buffers all came so takes none); a message still held goes to the first
  * later irecv with a buffer of its tag.
+ *
+ * Port failover (failover.h; both ends agree with RAILNET_IB_FLAG_EAGER_FO): a QP's order no
+ * longer says a write's position (a write lost with a port comes again on another QP), so
+ * the immediates of eager writes, requests-to-send and the close carry the position's low
+ * RAILNET_IB_EAGER_FO_BITS bits above the size (the receiver takes the position nearest to
+ * the count it delivered), and no marks go on the other QPs of a split message. Every eager
+ * write is signaled and its isend is done when the write completed (as a clear-to-send
+ * send's), so the sender knows which were acknowledged; NCCL keeps testing it, which drives
+ * the failover. When the failover is settled (failover.c applyState) the sender writes again,
+ * from its bounce slot that still holds it, each eager message without a completion whose QP
+ * is gone, the close when its QP is gone, and lets a request-to-send go again; the receiver
+ * drops a message whose position it has delivered or holds already. The sender writes a
+ * ring slot again only once the last write into it completed. The receiver writes its credit
+ * words on the QP standing in for QP 0, once more when it answers the failover query (the
+ * last one may have been lost), and the NIC copy of a message into a GPU buffer that fails
+ * with its device is made again on a device left.
  */
 #ifndef RAILNET_NET_IB_EAGER_H
 #define RAILNET_NET_IB_EAGER_H
@@ -96,6 +112,10 @@ extern "C" {
 #define RAILNET_IB_EAGER_CLOSING (1ull << 63) /* receiver's mode word: a multi-receive came, close */
 #define RAILNET_IB_EAGER_FOLD_SHIFT 24 /* a data write's wr_id: << the unsignaled eager writes its completion ends */
 #define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
+#define RAILNET_IB_EAGER_FO_BITS 14 /* failover: immediate = bit | kind | (position & mask) << 14 | size */
+#define RAILNET_IB_EAGER_FO_MASK ((1u << RAILNET_IB_EAGER_FO_BITS) - 1)
+#define RAILNET_IB_EAGER_FO_WR (1ull << 60) /* wr_id of a sender's eager message under failover:
+                                             * | (position & 0xffff) << 8 | the WRs it ends */
 
 /* An irecv queued while the comm closes its eager messages (railnetIbEagerQueue). */
 struct ncclIbMrHandle;
@@ -144,6 +164,23 @@ struct railnetIbEager {
   int pendHead, pendCount;
   struct ncclIbRequest* copyReq[RAILNET_IB_EAGER_SLOTS]; /* receiver: the NIC copy out of ring slot s: for it */
   uint64_t copyPos[RAILNET_IB_EAGER_SLOTS];              /* ... of the message at this position */
+  void* copyBuf[RAILNET_IB_EAGER_SLOTS];                 /* ... into this buffer, */
+  const struct ncclIbMrHandle* copyMh[RAILNET_IB_EAGER_SLOTS]; /* registered so, */
+  size_t copyLen[RAILNET_IB_EAGER_SLOTS];                /* this many bytes */
+  /* port failover (eager_fo.c): on for this comm; sender: per bounce slot the position + 1 of
+   * the message in it, its request until a write of it completed, the QP of its last write;
+   * bit s: to be written again, written again and not completed; the close's QP (-1: none)
+   * and position, the close to be written again; messages sent eagerly and written again.
+   * Receiver: repeats dropped, NIC copies made again */
+  int fo;
+  int tellQp;                          /* receiver: the QP its credit writes go on (QP 0 until it is gone) */
+  uint64_t slotPos[RAILNET_IB_EAGER_SLOTS];
+  struct ncclIbRequest* slotReq[RAILNET_IB_EAGER_SLOTS];
+  uint8_t slotQp[RAILNET_IB_EAGER_SLOTS];
+  uint32_t resend, resendOut;
+  int closeQp, closeResend;
+  uint64_t closePos;
+  uint64_t sent, resent, repeats, copyRedos;
 };
 
 /* The comm takes eager messages now (agreed, not closed). */
@@ -212,6 +249,21 @@ ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const stru
 /* A message of the eager comm reached its buffer some other way (a data write): position id,
  * size bytes. */
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size);
+/* ---- eager_fo.c: port failover */
+/* Sender: a failover was settled (failover.c applyState): marks the eager messages and the
+ * close lost with a gone QP to be written again (*n: how many messages) and lets a
+ * request-to-send go again. */
+ncclResult_t railnetIbEagerFoFailedOver(struct ncclIbSendComm* comm, int* n);
+/* Sender: writes again what is marked, as far as the send queues have room. */
+ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm);
+/* Sender: an eager message's write (wr_id RAILNET_IB_EAGER_FO_WR) completed on QP q. */
+void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId);
+/* Receiver, answering a failover query: writes its credit words again (the last ones may have
+ * been lost with a gone QP). */
+ncclResult_t railnetIbEagerFoRetell(struct ncclIbRecvComm* comm);
+/* Receiver: a NIC copy (wr_id RAILNET_IB_EAGER_COPY) failed on device d: made again on a
+ * device left (ncclSuccess), or the comm fails. */
+ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
 void railnetIbEagerFree(struct railnetIbEager* e);
 
 #ifdef __cplusplus

@@ -7,6 +7,7 @@
 #include "completion.h"
 #include "debug.h"
 #include "devices.h"
+#include "eager.h"
 #include "post.h"
 #include "qp.h"
 #include "socket.h"
@@ -104,6 +105,8 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
       }
     }
   } while (fo->ctsRewriteLost && railnetIbFoLiveQps(base) > 0);
+  /* the last credit write of an eager comm may have been lost with a gone QP */
+  if (comm->eager) NCCLCHECK(railnetIbEagerFoRetell(comm));
   struct railnetIbFoMsg state;
   memset(&state, 0, sizeof(state));
   state.type = RAILNET_IB_FO_STATE;
@@ -224,10 +227,12 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
       }
     }
   }
+  int eager = 0; /* eager messages without a completion on a gone QP: written again (eager.h) */
+  NCCLCHECK(railnetIbEagerFoFailedOver(comm, &eager));
   char peer[SOCKET_NAME_MAXLEN];
   INFO(NCCL_NET, "NET/IB : port failover of the send comm with %s done: %d chunk(s) replayed on the %d QP(s) left, "
-       "%d had arrived (%s; learned from %s)", railnetIbPeerStr(base, peer), replayed, railnetIbFoLiveQps(base), arrived,
-       fo->why[0] ? fo->why : "a failure the peer saw",
+       "%d had arrived, %d eager message(s) written again (%s; learned from %s)", railnetIbPeerStr(base, peer),
+       replayed, railnetIbFoLiveQps(base), arrived, eager, fo->why[0] ? fo->why : "a failure the peer saw",
        st ? "the receiver's answer" : "its completion records, read over a QP left");
   return ncclSuccess;
 }
@@ -306,6 +311,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     fo->stateNs = now + answerBoundNs(fo);
   }
   NCCLCHECK(postReplays(comm));
+  NCCLCHECK(railnetIbEagerFoResend(comm)); /* eager messages whose send queue was full at the failover */
   NCCLCHECK(railnetIbProbeSendStep(comm, now));
   return railnetIbRecoverySendStep(comm, now);
 }

@@ -238,6 +238,8 @@ int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q) {
   railnetIbFoRetireQp(fo, base->qps[q].qp);
   base->qps[q].qp = fo->newQps[q];
   base->qps[q].sqPosted = 0;
+  base->qps[q].eagerUnsig = 0; /* (the unsignaled writes counted went with the old QP) */
+  base->qps[q].ctsUnsig = 0;
   fo->newQps[q] = NULL;
   fo->dead[q] = 0;
   fo->told[q] = 0;

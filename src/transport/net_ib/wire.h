@@ -60,6 +60,11 @@ extern "C" {
  * (a request-to-send asks for it) and the receiver's credit write is three words (positions
  * delivered, its clear-to-send mode, where the mode's period began). */
 #define RAILNET_IB_FLAG_EAGER_TAGS 0x20
+/* ncclIbDevInfo.flags of the sender's first device, with RAILNET_IB_FLAG_EAGER_TAGS: it can send
+ * eager messages on a comm that fails over (eager.h: their immediates then carry their fifo
+ * position, every eager write is signaled and written again when lost with a port). A
+ * receiver of a failover comm agrees to eager messages only with it. */
+#define RAILNET_IB_FLAG_EAGER_FO 0x40
 #define RAILNET_IB_FLAG_EAGER_ANY (RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_TAGS)
 
 /* The head of an eager message in its ring slot; its bytes follow. */

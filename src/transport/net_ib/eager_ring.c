@@ -1,0 +1,141 @@
+/*
+ * Eager small messages (eager.h): the pieces below both eager.c and its close (eager_close.c)
+ * and failover (eager_fo.c) code: the sender's ring writes, the receiver's credit writes and
+ * NIC copies, the QPs they take.
+ */
+#include <string.h>
+#include "eager.h"
+#include "eager_int.h"
+#include "debug.h"
+#include "devices.h"
+#include "failover.h"
+#include "ibvwrap.h"
+#include "matching.h"
+#include "post.h"
+#include "qp.h"
+#include "reg.h"
+
+struct ncclIbQp* railnetIbEagerQp(struct ncclIbNetCommBase* base, uint64_t pos) {
+  return railnetIbChunkQp(base, pos, 0); /* without failover: railnetIbMsgQp's */
+}
+
+int railnetIbEagerCopyDev(struct ncclIbNetCommBase* base, uint64_t pos) {
+  struct ncclIbQp* qp = railnetIbEagerQp(base, pos);
+  return qp ? qp->devIndex : 0;
+}
+
+ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  if (base->fo && base->fo->dead[q]) return ncclSuccess;
+  return railnetIbPostRecvs(base, base->qps[q].qp, 1);
+}
+
+/* An eager message, a request-to-send or the close (eager_int.h). Unsignaled writes leave the
+ * send queue with a later signaled one. */
+ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct railnetIbEager* e, struct ncclIbQp* qp,
+                                     uint64_t pos, struct ibv_sge* sge, uint32_t imm, uint64_t wrId) {
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.sg_list = sge;
+  wr.num_sge = sge ? 1 : 0;
+  wr.imm_data = htobe32(imm);
+  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * e->stride;
+  wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
+  if (sge && base->useInline && sge->length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
+  wr.wr_id = RAILNET_IB_EAGER_WR;
+  if (wrId || qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    wr.wr_id |= wrId | ((uint64_t)qp->eagerUnsig + 1);
+  }
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
+  qp->sqPosted++;
+  if (wr.send_flags & IBV_SEND_SIGNALED) qp->eagerUnsig = 0;
+  else qp->eagerUnsig++;
+  return ncclSuccess;
+}
+
+/* Tells the sender the positions delivered in order, once half the ring is free again;
+ * signaled (the completion also ends the unsignaled clear-to-send writes before it). On QP 0
+ * (under failover: until it is gone): writes on one QP land in order, so the count the sender
+ * sees never goes back. */
+ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEager* e = comm->eager;
+  if (!force && e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
+  /* failover: on the QP of the last ones while it is there (a write on another QP could
+   * land before one still on its way), else on the one standing in for it */
+  struct ncclIbQp* qp = railnetIbFoQp(base, &base->qps[e->tellQp]);
+  if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
+  e->tellQp = (int)(qp - base->qps);
+  volatile uint64_t* word = CREDIT_WORD(e);
+  word[0] = e->released;
+  word[1] = e->mode; /* lazy: the sender's eagerMode and eagerModeFrom (each word lands whole) */
+  word[2] = e->everyFrom;
+  struct ibv_sge sge = {(uintptr_t)word, 3 * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = e->remAddr;
+  wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = RAILNET_IB_EAGER_WR;
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
+  qp->ctsUnsig = 0;
+  e->told = e->released;
+  e->modeTold = e->mode;
+  return ncclSuccess;
+}
+
+/* Position id reached its buffer: the sender is told once half the ring is free again. */
+ncclResult_t railnetIbEagerRelease(struct ncclIbRecvComm* comm, uint64_t id) {
+  struct railnetIbEager* e = comm->eager;
+  if (id < e->released || id - e->released >= 64) {
+    WARN("NET/IB : eager comm delivered fifo position %llu outside its window [%llu, +64)", (unsigned long long)id,
+         (unsigned long long)e->released);
+    return ncclInternalError;
+  }
+  e->doneMask |= 1ull << (id - e->released);
+  while (e->doneMask & 1) {
+    e->doneMask >>= 1;
+    e->released++;
+  }
+  return railnetIbEagerTell(comm, 0);
+}
+
+/* The NIC writes n bytes of ring slot s (the message at position pos) into buf, a buffer of
+ * receive r registered as mh (GPU memory, which the CPU cannot write), through device d's QP
+ * connected to itself (made at the first copy when no GPUDirect flush made it). r counts it on
+ * d; the receive is done, and the slot free, when the write completed (railnetIbEagerCopied);
+ * an iflush after it reads through the same QP. */
+ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, void* buf,
+                            const struct ncclIbMrHandle* mh, size_t n, int d, uint64_t pos) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct ncclIbCommDev* cd = &base->devs[d];
+  struct railnetIbEager* e = comm->eager;
+  if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
+  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->mrs[d]->lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)buf;
+  wr.wr.rdma.rkey = mh->mrs[d]->rkey;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = RAILNET_IB_EAGER_COPY | (uint64_t)s;
+  NCCLCHECK(wrap_ibv_post_send(cd->flushQp, &wr, &bad));
+  base->work.wrs++;
+  e->nicCopies++;
+  e->copyReq[s] = r;
+  e->copyPos[s] = pos;
+  e->copyBuf[s] = buf; /* failover: made again on another device if this one fails (eager_fo.c) */
+  e->copyMh[s] = mh;
+  e->copyLen[s] = n;
+  r->events[d]++;
+  return ncclSuccess;
+}
