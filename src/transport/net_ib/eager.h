@@ -47,7 +47,8 @@
  * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
  * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER_TAGS in
  * its metadata, the smaller of both sizes; a sender of an older railnet, whose messages carry
- * no header, gets no eager messages) unless the comm fails over. Matched by ID, the data
+ * no header, gets no eager messages; on a comm that fails over, a sender without
+ * RAILNET_IB_FLAG_EAGER_FO gets none either). Matched by ID, the data
  * writes name their position and the eager messages still go by their QP's order. Split over
  * QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1: a message's chunk i on QP i, each QP one completion per
  * position), an eager message goes whole on QP 0 and a write of no bytes with
