@@ -36,8 +36,10 @@ class IbEagerSoftRoceTest : public IbTwoDevicesTest {
   void* rmh = nullptr;
   std::vector<char> sbuf, rbuf;
 
-  void connect(const char* eager) {
-    env.set("RAILNET_IB_EAGER_SIZE", eager ? eager : "0");  // nullptr: the clear-to-send protocol
+  void connect(const char* eager) { connectWith(eager ? eager : "0"); }  // nullptr: clear-to-send
+  // RAILNET_IB_EAGER_SIZE=value (nullptr: unset, the default), connected, 1 MiB buffers registered.
+  void connectWith(const char* value) {
+    env.set("RAILNET_IB_EAGER_SIZE", value);
     initTwoDevices();
     ASSERT_EQ(ib->listen(ctx, 1, handle, &lc), ncclSuccess);
     ASSERT_TRUE(netConnectPair(ib, ctx, 0, handle, lc, &sc, &rc, 60000));
@@ -770,6 +772,110 @@ INSTANTIATE_TEST_SUITE_P(Buffers, IbEagerMultiReceive, ::testing::Values(0, 1, 2
                            return std::string(i.param == 0 ? "Host" : i.param == 1 ? "Gpu" : i.param == 2 ? "TwoQps"
                                                                                                          : "SplitOverThreeQps");
                          });
+
+// NCCL's pattern on a comm it shares between peers, at the defaults: irecvs of 8 step buffers
+// of 64 KiB, one tag each, larger than the messages, whose sizes go around the eager size
+// (0, 8, 4095, 4096, 4097, 65536 ...); three messages go ahead of the first irecv (eagerly),
+// the isends of odd groups come in the reverse order of their tags. The first group ends the
+// comm's eager messages (eager.h): the three that came ahead fill its buffers of their tags,
+// everything else goes through clear-to-send entries. Every size test() reports and every
+// byte is checked.
+TEST_F(IbEagerSoftRoceTest, GroupsOfEightStepBuffersAtTheDefaults) {
+  connectWith(nullptr);
+  if (HasFatalFailure()) return;
+  auto* re = ((struct ncclIbRecvComm*)rc)->eager;
+  ASSERT_NE(re, nullptr) << "no eager messages at the defaults: " << LogCapture::all();
+  ASSERT_EQ(re->size, (uint32_t)RAILNET_IB_EAGER_DEFAULT);
+  const int nb = 8, groups = 12, inFlight = 2;
+  const size_t step = 65536;  // rbuf: inFlight groups of nb step buffers
+  const size_t n = RAILNET_IB_EAGER_DEFAULT;
+  const size_t sizeList[] = {0, 8, n - 1, n, n + 1, 64, step, 1000, 2 * n, 3};
+  auto sizeOf = [&](int g, int b) { return sizeList[(g * 3 + b) % (sizeof(sizeList) / sizeof(sizeList[0]))]; };
+  auto fill = [](int g, int b, size_t x) { return (char)(g * 31 + b * 7 + x * 13 + 1); };
+  std::vector<char> src((size_t)inFlight * nb * step);  // the sources of the groups in flight
+  void* srcMh = nullptr;
+  ASSERT_EQ(ib->regMr(sc, src.data(), src.size(), NCCL_PTR_HOST, &srcMh), ncclSuccess);
+  LogCapture cap;
+  long long dl = deadlineIn(120000);
+  struct Group {
+    void* rreq = nullptr;
+    void* sreq[8] = {};
+    bool sdone[8] = {}, rdone = false;
+  };
+  std::vector<Group> gs(groups);
+  int posted = 0, sendG = 0, sendI = 0, finished = 0;
+  std::string err;
+  auto srcOf = [&](int g, int b) { return src.data() + ((size_t)(g % inFlight) * nb + b) * step; };
+  auto trySend = [&]() -> bool {  // the next isend in order; false: none taken now
+    if (sendG >= groups || sendG >= finished + inFlight) return false;
+    int b = (sendG % 2) ? nb - 1 - sendI : sendI;
+    size_t size = sizeOf(sendG, b);
+    char* s = srcOf(sendG, b);
+    for (size_t x = 0; x < size; x++) s[x] = fill(sendG, b, x);
+    void* req = nullptr;
+    EXPECT_EQ(ib->isend(sc, s, size, b, srcMh, nullptr, &req), ncclSuccess);
+    if (req == nullptr) return false;
+    gs[sendG].sreq[b] = req;
+    if (++sendI == nb) sendI = 0, sendG++;
+    return true;
+  };
+  for (int k = 0; k < 3; k++)  // ahead of any irecv
+    while (!trySend() && netNowNs() < dl) {
+    }
+  for (int b = 0; b < 3; b++)
+    ASSERT_EQ(((struct ncclIbRequest*)gs[0].sreq[b])->type, NCCL_NET_IB_REQ_EAGER) << "message " << b << " waited";
+  while (finished < groups && netNowNs() < dl && !HasFailure()) {
+    if (posted < groups && posted < finished + inFlight) {
+      void* data[8];
+      size_t sizes[8];
+      int tags[8];
+      void* mh[8];
+      for (int b = 0; b < nb; b++) {
+        data[b] = rbuf.data() + ((size_t)(posted % inFlight) * nb + b) * step;
+        memset(data[b], 0, step);
+        sizes[b] = step;
+        tags[b] = b;
+        mh[b] = rmh;
+      }
+      ASSERT_EQ(ib->irecv(rc, nb, data, sizes, tags, mh, nullptr, &gs[posted].rreq), ncclSuccess);
+      if (gs[posted].rreq) posted++;
+    }
+    trySend();
+    for (int g = finished; g < posted; g++) {
+      Group& G = gs[g];
+      for (int b = 0; b < nb; b++) {
+        int done = 0;
+        if (G.sreq[b] == nullptr || G.sdone[b]) continue;
+        ASSERT_EQ(ib->test(G.sreq[b], &done, nullptr), ncclSuccess) << "group " << g << " send " << b;
+        G.sdone[b] = done != 0;
+      }
+      if (!G.rdone) {
+        int done = 0, got[8];
+        ASSERT_EQ(ib->test(G.rreq, &done, got), ncclSuccess) << "group " << g;
+        if (done) {
+          G.rdone = true;
+          for (int b = 0; b < nb; b++) {
+            ASSERT_EQ(got[b], (int)sizeOf(g, b)) << "group " << g << " buffer " << b;
+            const char* d = rbuf.data() + ((size_t)(g % inFlight) * nb + b) * step;
+            for (size_t x = 0; x < sizeOf(g, b); x++)
+              ASSERT_EQ(d[x], fill(g, b, x)) << "group " << g << " buffer " << b << " byte " << x;
+          }
+        }
+      }
+    }
+    while (finished < posted && gs[finished].rdone) {
+      bool all = true;
+      for (int b = 0; b < nb; b++) all = all && gs[finished].sdone[b];
+      if (!all) break;
+      finished++;
+    }
+  }
+  ib->deregMr(sc, srcMh);
+  ASSERT_EQ(finished, groups) << "not done in 120 s: " << posted << " groups posted, " << sendG << " sent";
+  EXPECT_TRUE(re->closed) << "the groups did not end the comm's eager messages";
+  EXPECT_TRUE(LogCapture::contains("eager messages ended at fifo position")) << LogCapture::all();
+  EXPECT_GE(re->released, 3u) << "the three messages sent ahead did not come eagerly";
+}
 
 // An isend whose tag is not the one of the irecv at its fifo position. The clear-to-send
 // protocol holds it at the sender until an irecv of its tag is announced; an eager message
