@@ -192,7 +192,7 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   if (size) memcpy(slot + HDR_BYTES, data, size);
   struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->mrs[qp->devIndex]->lkey};
   /* failover: signaled, the request done when it completed (eager_fo.c) */
-  uint64_t wrId = e->fo ? RAILNET_IB_EAGER_FO_WR | (pos & 0xffff) << 8 : 0;
+  uint64_t wrId = e->fo ? RAILNET_IB_EAGER_FO_WR | (pos & 0xffff) << 32 : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, (uint32_t)size), wrId));
   /* split over QPs, every QP takes one completion per position: the others get a mark (not
    * under failover: the immediates name the positions) */
@@ -328,6 +328,7 @@ ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const stru
   }
   r->events[d]--;
   e->copyReq[s] = NULL;
+  e->copyRedone &= ~(1u << s); /* the slot's next copy may be made again once too */
   return railnetIbEagerRelease(comm, e->copyPos[s]);
 }
 

@@ -116,7 +116,8 @@ extern "C" {
 #define RAILNET_IB_EAGER_FO_BITS 14 /* failover: immediate = bit | kind | (position & mask) << 14 | size */
 #define RAILNET_IB_EAGER_FO_MASK ((1u << RAILNET_IB_EAGER_FO_BITS) - 1)
 #define RAILNET_IB_EAGER_FO_WR (1ull << 60) /* wr_id of a sender's eager message under failover:
-                                             * | (position & 0xffff) << 8 | the WRs it ends */
+                                             * | (position & 0xffff) << 32 | the WRs it ends
+                                             * (bits 8-31 stay clear: failover's wr_id flags) */
 
 /* An irecv queued while the comm closes its eager messages (railnetIbEagerQueue). */
 struct ncclIbMrHandle;
@@ -182,6 +183,7 @@ struct railnetIbEager {
   int closeQp, closeResend;
   uint64_t closePos;
   uint64_t sent, resent, repeats, copyRedos;
+  uint32_t copyRedone;                 /* receiver: bit s: slot s's NIC copy was made again once */
 };
 
 /* The comm takes eager messages now (agreed, not closed). */

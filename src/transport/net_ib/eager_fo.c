@@ -43,6 +43,10 @@ ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, cons
   for (int k = 0; k < base->vProps.ndevs && to < 0; k++)
     if (k != d && railnetIbFoDevInUse(base, k)) to = k;
   char peer[SOCKET_NAME_MAXLEN];
+  /* only a path gone (not a registration refused), once per copy: no copy bounces for ever */
+  int pathGone = wc->status != IBV_WC_REM_ACCESS_ERR && wc->status != IBV_WC_LOC_PROT_ERR &&
+                 wc->status != IBV_WC_LOC_ACCESS_ERR && wc->status != IBV_WC_LOC_LEN_ERR;
+  if (!pathGone || (e && (e->copyRedone >> s & 1))) to = -1;
   if (r == NULL || r->events[d] <= 0 || to < 0) {
     WARN("NET/IB : the NIC copy of an eager message from %s into a GPU receive buffer failed on device %d "
          "(status %s(%d))%s; the comm fails", railnetIbPeerStr(base, peer), d, wrap_ibv_wc_status_str(wc->status),
@@ -53,6 +57,7 @@ ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, cons
   r->events[d]--;
   e->copyReq[s] = NULL;
   e->copyRedos++;
+  e->copyRedone |= 1u << s;
   INFO(NCCL_NET, "NET/IB : port failover: the NIC copy of the eager message at fifo position %llu from %s failed on "
        "device %d (its port went); made again on device %d", (unsigned long long)e->copyPos[s],
        railnetIbPeerStr(base, peer), d, to);
@@ -63,7 +68,7 @@ ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, cons
 
 void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId) {
   struct railnetIbEager* e = comm->eager;
-  uint64_t low = (wrId >> 8) & 0xffff;
+  uint64_t low = (wrId >> 32) & 0xffff;
   int s = (int)(low % RAILNET_IB_EAGER_SLOTS);
   if (e == NULL || e->slotPos[s] == 0 || ((e->slotPos[s] - 1) & 0xffff) != low) return; /* (the slot moved on) */
   struct ncclIbRequest* r = e->slotReq[s];
@@ -111,7 +116,7 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
     memcpy(&hdr, slot, sizeof(hdr));
     struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->mrs[qp->devIndex]->lkey};
     NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, hdr.size),
-                                      RAILNET_IB_EAGER_FO_WR | (pos & 0xffff) << 8));
+                                      RAILNET_IB_EAGER_FO_WR | (pos & 0xffff) << 32));
     struct ncclIbRequest* r = e->slotReq[s];
     if (r) { /* its completion now comes on this device */
       memset(r->events, 0, sizeof(r->events));

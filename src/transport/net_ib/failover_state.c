@@ -7,6 +7,7 @@
 #include "failover.h"
 #include "debug.h"
 #include "devices.h"
+#include "eager.h"
 #include "ibvwrap.h"
 #include "resiliency.h"
 #include "socket.h"
@@ -171,17 +172,19 @@ static int takeDevice(struct ncclIbNetCommBase* base, int d, const char* cause) 
 int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL) return 0;
+  /* an eager write (eager.h): none of the flags below; its QP is judged at the end */
+  int eagerWr = base->isSend && (wc->wr_id & RAILNET_IB_EAGER_WR) && wc->wr_id != UINT64_MAX;
   /* only the sender posts alive writes (a receiver's pre-posted receives have every bit set) */
-  if (base->isSend && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* a recovering QP failed its alive check */
+  if (!eagerWr && base->isSend && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* a recovering QP failed its alive check */
     fo->aliveFailed = 1;
     return 1;
   }
-  if (base->isSend && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the read of the receiver's records (records.c) */
+  if (!eagerWr && base->isSend && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the read of the receiver's records (records.c) */
     fo->readsOut--;
     if (fo->readState == RAILNET_IB_FO_READ_POSTED && (wc->wr_id & 0xffff) == (fo->readRound & 0xffff))
       fo->readState = RAILNET_IB_FO_READ_NONE; /* made again on another QP; its QP is judged below */
   }
-  if (base->isSend && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe failed (probe.c) */
+  if (!eagerWr && base->isSend && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe failed (probe.c) */
     int pd = (int)(wc->wr_id & 0xff);
     if (pd >= base->vProps.ndevs) return 0;
     if (fo->probeQps[pd] == NULL || fo->probeQps[pd]->qp_num != wc->qp_num) return 1; /* a probe QP retired */
