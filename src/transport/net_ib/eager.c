@@ -218,7 +218,7 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   return ncclSuccess;
 }
 
-ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int* pollDev) {
+ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int memType, int* pollDev) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
   uint64_t pos = base->fifoHead;
@@ -235,8 +235,9 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int* po
     *pollDev = qp->devIndex;
     return ncclSuccess;
   }
-  /* a small message asks only when its memory cannot go eagerly (railnetIbEagerCanSend) */
-  uint32_t small = size <= e->size ? RAILNET_IB_EAGER_RTS_SMALL : 0;
+  /* a small message whose memory cannot go eagerly (railnetIbEagerCanSend): the receiver
+   * tries less often; small host memory only found the ring full */
+  uint32_t small = size <= e->size && memType != NCCL_PTR_HOST ? RAILNET_IB_EAGER_RTS_SMALL : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, NULL, railnetIbEagerImm(e, pos, RAILNET_IB_EAGER_RTS | small), 0));
   e->rtsSent = pos + 1;
   e->rtsCount++;
@@ -389,10 +390,11 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id, 
   e->rtsCount++;
   e->small = 0; /* this sender needs clear-to-send entries (a larger message, or GPU memory) */
   e->smallRun = 0;
-  if (small) { /* its memory cannot go eagerly: try less often (eager.h) */
+  if (small && e->rtsLast != id + 1) { /* its memory cannot go eagerly: try less often (eager.h) */
     int after = e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY;
     e->retryAfter = after * 2 < RAILNET_IB_EAGER_RETRY_MAX ? after * 2 : RAILNET_IB_EAGER_RETRY_MAX;
   }
+  e->rtsLast = id + 1;
   e->asked = 1;
   NCCLCHECK(modeUpdate(comm));
   struct ncclIbRequest* r = comm->recvReqs[id % RAILNET_IB_FIFO_SLOTS];

@@ -151,6 +151,8 @@ struct railnetIbEager {
   int small;                           /* lazy: irecvs write no clear-to-send now */
   int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
   int retryAfter;                      /* lazy: how many of those before trying (0: RAILNET_IB_EAGER_RETRY) */
+  uint64_t rtsLast;                    /* lazy: position + 1 of the last request-to-send taken (one written
+                                          again after a failover doubles retryAfter no more) */
   int asked;                           /* lazy: a request-to-send came since the last eager message */
   uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
   uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
@@ -221,10 +223,12 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
  * instead of waiting for ever. */
 #define RAILNET_IB_EAGER_LATE_MS 1000
 ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbRequest* req);
-/* Sender: the message at fifoHead found no clear-to-send and does not go eagerly: asks
- * for one (once per position). *pollDev: -1, or the device whose completions the caller
- * polls before it tries again (the QP's send queue is full: nothing was posted). */
-ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int* pollDev);
+/* Sender: the message at fifoHead (of memType, NCCL_PTR_*) found no clear-to-send and does
+ * not go eagerly: asks for one (once per position); RAILNET_IB_EAGER_RTS_SMALL only for a
+ * small message whose memory is not host memory (host memory waits only for ring room).
+ * *pollDev: -1, or the device whose completions the caller polls before it tries again
+ * (the QP's send queue is full: nothing was posted). */
+ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int memType, int* pollDev);
 /* Receiver: whether an irecv of n buffers is queued (railnetIbEagerQueue) rather than posted:
  * a multi-receive on an open comm, and every irecv from then on while the close is not
  * through, irecvs are queued before it, or messages from before it wait for irecvs. */

@@ -166,9 +166,9 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     NCCLCHECK(railnetIbFifoTake(comm->fifo[slot], base->fifoHead, &base->sock.addr, comm->cts, &n));
     if (n == 0) { /* the receiver has not posted it yet, or (eager.h, lazy) posted it without one */
       int d = -1, n = 0;
-      if (comm->eager) NCCLCHECK(railnetIbEagerRts(comm, size, &d));
+      if (comm->eager) NCCLCHECK(railnetIbEagerRts(comm, size, mh->type, &d));
       if (d >= 0) NCCLCHECK(railnetIbPollDev(base, d, &n));
-      if (d >= 0) NCCLCHECK(railnetIbEagerRts(comm, size, &d));
+      if (d >= 0) NCCLCHECK(railnetIbEagerRts(comm, size, mh->type, &d));
       return ncclSuccess;
     }
     comm->ctsCount = n;
