@@ -14,7 +14,7 @@
 #include "param.h"
 #include "net_prof.h"
 
-enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN };
+enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD };
 static const railnetParam netSocketCommParams[] = {
     [P_INLINE] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_INLINE", 128, 0, 1 << 20,
                                        "Messages up to this size travel inside the control record"),
@@ -30,8 +30,19 @@ static const railnetParam netSocketCommParams[] = {
                                          "2 on until the kernel reports it copied anyway (loopback, veth)"),
     [P_ZEROCOPY_MIN] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ZEROCOPY_MIN", 1 << 16, 1, INT32_MAX,
                                              "Smallest send (bytes in one sendmsg) that uses MSG_ZEROCOPY"),
+    [P_CTRL_PAYLOAD] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_CTRL_PAYLOAD", 1 << 16, 0, 1 << 20,
+                                             "With data sockets: a message larger than the inline size (NCCL_SOCKET_INLINE) "
+                                             "and at most this many bytes sends its payload with its record on the control socket "
+                                             "(one system call for a burst of them, no helper hand-off) while that "
+                                             "socket keeps up (full or lagging: the next 64 take the data sockets), "
+                                             "when both ends are railnet with it on; 0 keeps NCCL's layout (every "
+                                             "such payload on a data socket)"),
 };
 RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
+
+size_t railnetSocketCtrlPayloadMax(void) {
+  return (size_t)railnetParamInt(&netSocketCommParams[P_CTRL_PAYLOAD]);
+}
 
 static void setTimeouts(int fd) {
   int ms = (int)railnetParamInt(&netSocketCommParams[P_TIMEOUT]);
@@ -98,6 +109,14 @@ ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
   setTimeouts(c->ctrl.fd);
   for (int i = 0; i < c->nSocks; i++) setTimeouts(c->socks[i].fd);
   if (c->isSend && c->zcMode != 0) enableZerocopy(c);
+  if (c->isSend && c->nSocks > 0 && c->ctrlMax > 0) {
+    /* payloads on the control socket: its unsent bytes stay below one such payload, so a record
+     * never queues behind many (net_socket_types.h, RAILNET_SOCKET_CTRL_SPILL) */
+    int lowat = (int)c->ctrlMax;
+    if (setsockopt(c->ctrl.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) != 0)
+      INFO(NCCL_NET, "NET/Socket : setsockopt(TCP_NOTSENT_LOWAT=%d) failed on the control socket to %s: %s", lowat,
+           c->peer, strerror(errno));
+  }
   if (c->nThreads == 0) return ncclSuccess;
   int per = c->nSocks / c->nThreads;
   for (int t = 0; t < c->nThreads; t++) {

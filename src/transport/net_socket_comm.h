@@ -12,6 +12,9 @@ extern "C" {
 
 /* A comm of nSocks data sockets and nThreads helper threads, its sockets not open yet. */
 ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, int isSend);
+/* RAILNET_SOCKET_CTRL_PAYLOAD: the largest message whose payload may follow its record on the
+ * control socket when the comm has data sockets (0: never, NCCL's layout). */
+size_t railnetSocketCtrlPayloadMax(void);
 /* Once every socket is connected: the peer's name, the TCP timeouts, the helper threads. */
 ncclResult_t railnetSocketCommStartThreads(socketComm* c);
 /* Stops and joins the helper threads, closes the sockets, frees the comm (NULL: nothing). */

@@ -15,21 +15,12 @@
 #include "net_socket_comm.h"
 #include "net_socket_devices.h"
 #include "net_socket_types.h"
-
-#define HANDLE_MAGIC 0x4b434f534c494152ULL /* "RAILSOCK" */
-
-typedef struct {
-  uint64_t handleMagic;  /* HANDLE_MAGIC: tells a railnet handle from garbage */
-  uint64_t socketMagic;  /* the listener's socket handshake magic */
-  union ncclSocketAddress addr;
-  int32_t nSocks;
-  int32_t nThreads;
-} socketHandle;
-_Static_assert(sizeof(socketHandle) <= NCCL_NET_HANDLE_MAXSIZE, "socket handle too large");
+#include "net_socket_wire.h"
 
 typedef struct {
   struct ncclSocket sock;
   int dev, nSocks, nThreads;
+  uint32_t flags;      /* what the handle offered (RAILNET_SOCKET_HANDLE_*) */
   /* accept in progress */
   socketComm* comm;
   struct ncclSocket pending;
@@ -78,10 +69,12 @@ ncclResult_t ncclNetSocketListen(void* ctx, int dev, void* opaqueHandle, void** 
   }
   railnetSocketThreadsAndSockets(dev, &lc->nThreads, &lc->nSocks);
   lc->dev = dev;
-  handle->handleMagic = HANDLE_MAGIC;
+  handle->handleMagic = RAILNET_SOCKET_HANDLE_MAGIC;
   handle->socketMagic = railnetSocketMagic();
   handle->nSocks = lc->nSocks;
   handle->nThreads = lc->nThreads;
+  lc->flags = lc->nSocks > 0 && railnetSocketCtrlPayloadMax() > 0 ? RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD : 0;
+  handle->flags = lc->flags;
   memcpy(opaqueHandle, handle, sizeof(*handle));
   *listenComm = lc;
   return ncclSuccess;
@@ -94,7 +87,7 @@ ncclResult_t railnetSocketCheckHandle(const void* handle) {
   socketHandle copy;
   memcpy(&copy, handle, sizeof(copy));
   const socketHandle* h = &copy;
-  NCCLCHECK(railnetConnCheckMagic("NET/Socket", "Socket", h->handleMagic, HANDLE_MAGIC));
+  NCCLCHECK(railnetConnCheckMagic("NET/Socket", "Socket", h->handleMagic, RAILNET_SOCKET_HANDLE_MAGIC));
   if (!railnetSocketAddrUsable(&h->addr, a) || h->nSocks < 0 || h->nSocks > MAX_SOCKETS || h->nThreads < 0 ||
       h->nThreads > MAX_THREADS || (h->nThreads == 0 && h->nSocks != 0) ||
       (h->nThreads > 0 && h->nSocks % h->nThreads != 0)) {
@@ -130,6 +123,7 @@ ncclResult_t ncclNetSocketConnect(void* ctx, int dev, void* opaqueHandle, void**
       return res;
     }
     railnetConnStageAdd(&connectStates, &st->link, opaqueHandle, sizeof(socketHandle));
+    if (h->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) st->comm->ctrlMax = railnetSocketCtrlPayloadMax();
   }
   socketComm* c = st->comm;
   while (st->link.state <= c->nSocks) {
@@ -187,7 +181,10 @@ ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDevic
   if (lc == NULL || recvComm == NULL) return ncclInvalidArgument;
   if (recvDevComm) *recvDevComm = NULL;
   *recvComm = NULL;
-  if (lc->comm == NULL) NCCLCHECK(railnetSocketCommAlloc(&lc->comm, lc->nSocks, lc->nThreads, 0));
+  if (lc->comm == NULL) {
+    NCCLCHECK(railnetSocketCommAlloc(&lc->comm, lc->nSocks, lc->nThreads, 0));
+    lc->comm->ctrlMax = (lc->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) ? 1 : 0;
+  }
   socketComm* c = lc->comm;
   while (lc->nAccepted < c->nSocks + 1) {
     if (!lc->pendingActive) {

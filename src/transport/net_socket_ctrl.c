@@ -12,7 +12,9 @@
  */
 #include <limits.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <linux/sockios.h>
 #include "net_socket_ctrl.h"
 #include "net_socket_helper.h"
 #include "net_socket_types.h"
@@ -22,9 +24,10 @@
 #define CTRL_BATCH 16
 
 /* Payload bytes of r that travel on the control socket after its record and inline part:
- * all of a larger message when there are no data sockets. */
-static size_t payloadOnCtrl(const socketComm* c, const socketRequest* r) {
-  return c->nSocks == 0 && r->size > (size_t)c->inlineSize ? r->size : 0;
+ * all of a larger message when there are no data sockets, or when its record says so
+ * (RAILNET_SOCKET_REC_ON_CTRL). */
+static size_t payloadOnCtrl(const socketRequest* r) {
+  return r->onCtrl ? r->size : 0;
 }
 
 /* The profiler event of the control socket's part of r: the payload bytes it carries (the
@@ -35,7 +38,7 @@ static void ctrlEventStart(socketComm* c, socketRequest* r) {
   if (r->ctrlEvent != 0) return;
   r->ctrlEvent = 1;
   if (c->prof == NULL) return;
-  size_t onCtrl = r->size <= (size_t)c->inlineSize || c->nSocks == 0 ? r->size : 0;
+  size_t onCtrl = r->size <= (size_t)c->inlineSize || r->onCtrl ? r->size : 0;
   railnetProfSockStart(c->prof, &r->eh, r->phandle, c->ctrl.fd, r->op, onCtrl);
 }
 
@@ -54,7 +57,7 @@ static ncclResult_t requestError(socketComm* c, socketRequest* r, ncclResult_t r
 /* r's part of the control stream is through: its payload, if any is left, goes to the data
  * sockets (touched collects the sockets that got tasks). */
 static void ctrlDone(socketComm* c, socketRequest* r, uint64_t* touched) {
-  if (r->size > (size_t)c->inlineSize && c->nSocks > 0) railnetSocketTasksPost(c, r, touched);
+  if (r->size > (size_t)c->inlineSize && !r->onCtrl) railnetSocketTasksPost(c, r, touched);
   ctrlEventStop(c, r);
   r->state = REQ_DATA;
   c->ctrlSeq++;
@@ -81,8 +84,18 @@ static ncclResult_t ctrlSendOne(socketComm* c, socketRequest* r, uint64_t* touch
     return requestError(c, r, ncclRemoteError);
   }
   r->ctrlOffset += (int)io.moved;
+  if (r->ctrlOffset < r->ctrlLen && c->ctrlMax > 0) c->ctrlSpill = RAILNET_SOCKET_CTRL_SPILL;
   if (r->ctrlOffset == r->ctrlLen) ctrlDone(c, r, touched);
   return ncclSuccess;
+}
+
+/* Payloads on the control socket (RAILNET_SOCKET_CTRL_PAYLOAD): after a send that left bytes
+ * (full), or one with payloads after which the kernel still holds unsent bytes (the flow
+ * lags: a per-flow rate limit, a small window), the next payloads take the data sockets. */
+static void ctrlBehind(socketComm* c, int full, int payloads) {
+  int unsent = 0;
+  if (full || (payloads && ioctl(c->ctrl.fd, SIOCOUTQNSD, &unsent) == 0 && unsent > 0))
+    c->ctrlSpill = RAILNET_SOCKET_CTRL_SPILL;
 }
 
 /* Sends: the control bytes of the waiting requests, CTRL_BATCH at a time (out of line: its
@@ -92,18 +105,19 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
     struct iovec iov[2 * CTRL_BATCH];
     socketRequest* reqs[CTRL_BATCH];
     size_t onCtrl[CTRL_BATCH];
-    int n = 0, nr = 0;
+    int n = 0, nr = 0, payloads = 0;
     size_t want = 0;
     for (socketRequest* r; nr < CTRL_BATCH && (r = ctrlHead(c, c->ctrlSeq + nr)) != NULL; nr++) {
       ctrlEventStart(c, r);
       reqs[nr] = r;
-      onCtrl[nr] = payloadOnCtrl(c, r);
+      onCtrl[nr] = payloadOnCtrl(r);
       if (r->ctrlOffset < r->ctrlLen) {
         iov[n].iov_base = r->ctrl + r->ctrlOffset;
         iov[n].iov_len = (size_t)(r->ctrlLen - r->ctrlOffset);
         want += iov[n++].iov_len;
       }
       if (r->ctrlDataOffset < onCtrl[nr]) {
+        payloads = 1;
         iov[n].iov_base = r->data + r->ctrlDataOffset;
         iov[n].iov_len = onCtrl[nr] - r->ctrlDataOffset;
         want += iov[n++].iov_len;
@@ -131,6 +145,7 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
       ctrlBroken(c, io.closed);
       return requestError(c, reqs[k < nr ? k : nr - 1], ncclRemoteError);
     }
+    if (c->ctrlMax > 0) ctrlBehind(c, io.moved < want, payloads);
     if (io.moved < want) return ncclSuccess; /* the socket is full */
     if (nr < CTRL_BATCH) return ncclSuccess;  /* all that waited went */
   }
@@ -139,7 +154,7 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
 static ncclResult_t ctrlSend(socketComm* c, uint64_t* touched) {
   socketRequest* head = ctrlHead(c, c->ctrlSeq);
   if (head == NULL) return ncclSuccess;
-  if (ctrlHead(c, c->ctrlSeq + 1) == NULL && payloadOnCtrl(c, head) == 0 && head->ctrlOffset < head->ctrlLen)
+  if (ctrlHead(c, c->ctrlSeq + 1) == NULL && payloadOnCtrl(head) == 0 && head->ctrlOffset < head->ctrlLen)
     return ctrlSendOne(c, head, touched);
   return ctrlSendBatch(c, touched);
 }
@@ -201,7 +216,16 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
          r->tag);
     return requestError(c, r, ncclInvalidUsage);
   }
+  int onCtrl = (rec.flags & RAILNET_SOCKET_REC_ON_CTRL) != 0;
+  if ((rec.flags & ~RAILNET_SOCKET_REC_ON_CTRL) || (onCtrl && (!c->ctrlMax || rec.size <= (uint64_t)c->inlineSize))) {
+    WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
+         "comm did not offer: the peer is not this railnet version or is broken; run the same railnet at both "
+         "ends (or set RAILNET_SOCKET_CTRL_PAYLOAD=0 at both)",
+         c->peer, rec.flags, (unsigned long long)rec.size);
+    return requestError(c, r, ncclRemoteError);
+  }
   r->size = rec.size;
+  r->onCtrl = rec.size > (uint64_t)c->inlineSize && (c->nSocks == 0 || onCtrl);
   r->ctrlLen += rec.size <= (uint64_t)c->inlineSize ? (int)rec.size : 0;
   ctrlEventStart(c, r);
   return ncclSuccess;
@@ -226,7 +250,7 @@ static int recvStep(socketComm* c, socketRequest* r, ncclResult_t* res, int* rea
   }
   if (r->recordParsed && r->ctrlOffset < r->ctrlLen) /* the inline payload, straight into the buffer */
     r->ctrlOffset += (int)stageTake(c, r->data + (r->ctrlOffset - rec), r->ctrlLen - r->ctrlOffset);
-  size_t onCtrl = r->recordParsed ? payloadOnCtrl(c, r) : 0;
+  size_t onCtrl = r->recordParsed ? payloadOnCtrl(r) : 0;
   if (r->ctrlOffset == r->ctrlLen && r->ctrlDataOffset < onCtrl)
     r->ctrlDataOffset += stageTake(c, r->data + r->ctrlDataOffset, onCtrl - r->ctrlDataOffset);
   if (r->recordParsed && r->ctrlOffset == r->ctrlLen && r->ctrlDataOffset == onCtrl) return 1;

@@ -56,15 +56,20 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     c->bySeq[r->seq % MAX_REQUESTS] = r;
     r->ctrlOffset = 0;
     r->recordParsed = op == NCCL_SOCKET_SEND;
+    r->onCtrl = 0;
     r->ctrlDataOffset = 0;
     r->nTasks = 0;
     r->phandle = phandle;
     r->eh = NULL;
     r->ctrlEvent = 0;
     if (op == NCCL_SOCKET_SEND) {
-      ctrlRecord rec = {.size = size, .tag = tag, .pad = 0};
-      memcpy(r->ctrl, &rec, sizeof(rec));
       int inl = size <= (size_t)c->inlineSize ? (int)size : 0;
+      /* a larger payload follows its record when there are no data sockets, or (offered by the
+       * receiver) when it is small and the control socket keeps up: one sendmsg for a burst */
+      r->onCtrl = !inl && size > 0 && (c->nSocks == 0 || (size <= c->ctrlMax && c->ctrlSpill == 0));
+      if (!inl && c->nSocks > 0 && size <= c->ctrlMax && c->ctrlSpill > 0) c->ctrlSpill--;
+      ctrlRecord rec = {.size = size, .tag = tag, .flags = r->onCtrl && c->nSocks > 0 ? RAILNET_SOCKET_REC_ON_CTRL : 0};
+      memcpy(r->ctrl, &rec, sizeof(rec));
       if (inl) memcpy(r->ctrl + sizeof(rec), data, inl);
       r->ctrlLen = (int)sizeof(rec) + inl;
     } else {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include "core.h"
 #include "socket.h"
+#include "net_socket_wire.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +24,12 @@ extern "C" {
 /* Bytes of the control stream a receive comm reads ahead at most (records and small payloads
  * of several messages in one system call). */
 #define RAILNET_SOCKET_STAGE (16 * 1024)
+/* A send comm whose payloads may go on the control socket: once that socket is full, or
+ * still holds unsent bytes after a send (its flow is slower than the comm: a per-flow rate
+ * limit, a small window), this many of the next such payloads take the data sockets (NCCL's
+ * layout), so the records of their messages do not queue behind payloads. Its unsent bytes
+ * stay below RAILNET_SOCKET_CTRL_PAYLOAD (TCP_NOTSENT_LOWAT). */
+#define RAILNET_SOCKET_CTRL_SPILL 64
 
 /* One chunk of a message on one data socket. */
 typedef struct {
@@ -75,12 +82,6 @@ typedef struct {
   unsigned seenPosted; /* the comm's posted count when the thread last went to sleep */
 } helperThread;
 
-/* Control record at the start of each message. */
-typedef struct {
-  uint64_t size;
-  int32_t tag;
-  int32_t pad;
-} ctrlRecord;
 
 enum { REQ_FREE = 0, REQ_CTRL, REQ_DATA };
 
@@ -96,6 +97,8 @@ typedef struct socketRequest {
   int ctrlLen;        /* bytes of ctrl to move (recv: grows once the size is known) */
   int ctrlOffset;
   int recordParsed;   /* recv: the sender's record has been checked */
+  int onCtrl;         /* the payload (larger than inline) travels on the control socket: no data sockets, or
+                         RAILNET_SOCKET_REC_ON_CTRL (send: chosen when posted; recv: from the record) */
   size_t ctrlDataOffset; /* payload sent on the control socket when there are no data sockets */
   int taskSock[MAX_SOCKETS];
   int taskIdx[MAX_SOCKETS];
@@ -117,6 +120,11 @@ typedef struct socketComm {
   size_t minTask;
   int zcMode;         /* RAILNET_SOCKET_ZEROCOPY: 0 off, 1 on, 2 on until the kernel says it copies */
   size_t zcMin;       /* RAILNET_SOCKET_ZEROCOPY_MIN: sends of fewer bytes copy */
+  size_t ctrlMax;     /* send: payloads of messages up to this size may go on the control socket (0: the
+                         receiver did not offer it, or RAILNET_SOCKET_CTRL_PAYLOAD=0); recv: nonzero if the
+                         listener offered it (records may be flagged RAILNET_SOCKET_REC_ON_CTRL) */
+  int ctrlSpill;      /* send: this many of the next payloads that could go on the control socket take the
+                         data sockets: it was found full, or behind (unsent bytes after a send) */
   int zcCopiedSaid;   /* atomic: the INFO that the kernel copies was logged for this comm */
   int zcLostSaid;     /* atomic: the WARN about missing zero-copy completions was logged */
   socketRequest requests[MAX_REQUESTS];

@@ -95,22 +95,30 @@ struct NetSocketProf : ::testing::Test {
     }
     EXPECT_EQ(onCtrl, 1) << "one event for the control socket's part";
     EXPECT_EQ(sum, size) << "the events' lengths add up to the message";
-    if (dataSockets && size > (size_t)c->inlineSize) {
+    // payloads up to the sender's RAILNET_SOCKET_CTRL_PAYLOAD follow their record
+    size_t ctrlMax = ((socketComm*)sc)->ctrlMax;
+    if (dataSockets && size > (size_t)c->inlineSize && size > ctrlMax) {
       EXPECT_GE(ev.size(), 2u) << "chunks on the data sockets";
-    }
-    if (!dataSockets) {
-      EXPECT_EQ(ev.size(), 1u);
+    } else {
+      EXPECT_EQ(ev.size(), 1u) << "a message of " << size << " bytes all on the control socket";
     }
   }
 };
 
 const size_t kSizes[] = {0, 8, 128, 129, 65536, 1048576 + 3};
 
-TEST_F(NetSocketProf, EventPerSocketOperationWithHelperThreads) {
+// With data sockets, the payloads up to RAILNET_SOCKET_CTRL_PAYLOAD (default 64 KiB) follow
+// their records on the control socket; 0 keeps NCCL's layout (every payload larger than
+// inline on the data sockets).
+class NetSocketProfCtrl : public NetSocketProf, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(NetSocketProfCtrl, EventPerSocketOperationWithHelperThreads) {
+  env.set("RAILNET_SOCKET_CTRL_PAYLOAD", GetParam());
   start("2", "2", ProfRecorder::callback);
   socketComm* s = (socketComm*)sc;
   socketComm* r = (socketComm*)rc;
   ASSERT_EQ(s->nSocks, 4);
+  EXPECT_EQ(s->ctrlMax, GetParam() ? (size_t)atoi(GetParam()) : (size_t)65536);
   char parents[2 * 6];
   for (int k = 0; k < 6; k++) {
     move(kSizes[k], &parents[2 * k], &parents[2 * k + 1]);
@@ -119,6 +127,8 @@ TEST_F(NetSocketProf, EventPerSocketOperationWithHelperThreads) {
   }
   EXPECT_EQ(ProfRecorder::badCalls(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Payload, NetSocketProfCtrl, ::testing::Values(nullptr, "0", "16384"));
 
 TEST_F(NetSocketProf, EventPerMessageOnTheControlSocketWithoutDataSockets) {
   start("0", "0", ProfRecorder::callback);

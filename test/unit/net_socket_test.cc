@@ -1,5 +1,6 @@
 // The Socket transport through its ncclNet API between two processes on loopback.
 #include <poll.h>
+#include <string.h>
 #include <signal.h>
 #include <algorithm>
 #include <functional>
@@ -101,10 +102,12 @@ TEST_F(NetSocket, ManyRequestsInFlight) {
 // RAILNET_SOCKET_STAGE bytes: records, inline payloads and (without data sockets) whole
 // payloads of many messages at once. Bursts of sizes around the inline limit and the
 // stage's size, empty messages, receive buffers larger than the messages, with and without
-// data sockets: every byte and every size right.
+// data sockets (payloads up to RAILNET_SOCKET_CTRL_PAYLOAD on the control socket, or with it
+// 0 NCCL's layout): every byte and every size right.
 TEST_F(NetSocket, ControlStreamStagingKeepsEveryMessageWhole) {
-  for (const char* nt : {"0", "2"}) {
-    env.set("NCCL_SOCKET_NTHREADS", nt);
+  for (const char* nt : {"0", "2", "2 (ctrl payload 0)"}) {
+    env.set("RAILNET_SOCKET_CTRL_PAYLOAD", strchr(nt, '(') ? "0" : nullptr);
+    env.set("NCCL_SOCKET_NTHREADS", std::string(nt).substr(0, 1).c_str());
     env.set("NCCL_NSOCKS_PERTHREAD", "2");
     NetPlan plan;
     const size_t cycle[] = {0, 1, 16, 127, 128, 129, 4096, 8191, 8192, 16383, 16384, 16385, 40000, 0, 8, 100000};

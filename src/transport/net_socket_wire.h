@@ -1,0 +1,58 @@
+/*
+ * The Socket transport's wire format: what crosses from one railnet process to another.
+ *   - the handle listen hands out, which NCCL's bootstrap carries to the connecting rank;
+ *   - each socket's index, sent by the connector after the handshake (an int32_t: 0 ..
+ *     nSocks - 1 a data socket, nSocks the control socket);
+ *   - the control record at the start of every message on the control socket.
+ * Fields are only ever added at the end of the handle (zeros from an older listener mean
+ * "none of the newer features"); the record's flags are used only when the receiver's
+ * handle offered them. The _Static_asserts fail the build when a layout moves.
+ */
+#ifndef RAILNET_NET_SOCKET_WIRE_H
+#define RAILNET_NET_SOCKET_WIRE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core.h"
+#include "socket.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAILNET_SOCKET_HANDLE_MAGIC 0x4b434f534c494152ULL /* "RAILSOCK" */
+
+/* handle flags: what the receiving comm accepts */
+#define RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD 1u /* records flagged RAILNET_SOCKET_REC_ON_CTRL */
+
+typedef struct {
+  uint64_t handleMagic;  /* RAILNET_SOCKET_HANDLE_MAGIC: tells a railnet handle from garbage */
+  uint64_t socketMagic;  /* the listener's socket handshake magic */
+  union ncclSocketAddress addr;
+  int32_t nSocks;
+  int32_t nThreads;
+  uint32_t flags;        /* RAILNET_SOCKET_HANDLE_*; 0 from a listener older than the field */
+} socketHandle;
+
+/* record flags */
+#define RAILNET_SOCKET_REC_ON_CTRL 1u /* the payload (larger than NCCL_SOCKET_INLINE) follows the record on the
+                                        control socket, not on the data sockets */
+
+/* Control record at the start of each message: its size and tag, then the payload when it
+ * is at most NCCL_SOCKET_INLINE bytes, flagged RAILNET_SOCKET_REC_ON_CTRL, or the comm has
+ * no data sockets. */
+typedef struct {
+  uint64_t size;
+  int32_t tag;
+  uint32_t flags;        /* RAILNET_SOCKET_REC_* */
+} ctrlRecord;
+#ifndef __cplusplus
+_Static_assert(sizeof(socketHandle) <= NCCL_NET_HANDLE_MAXSIZE, "socket handle too large");
+_Static_assert(offsetof(socketHandle, nSocks) == 16 + sizeof(union ncclSocketAddress), "socket handle layout moved");
+_Static_assert(offsetof(socketHandle, flags) == 24 + sizeof(union ncclSocketAddress), "socket handle layout moved");
+_Static_assert(sizeof(ctrlRecord) == 16 && offsetof(ctrlRecord, flags) == 12, "control record layout moved");
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,223 @@
+// Payloads on the control socket (RAILNET_SOCKET_CTRL_PAYLOAD): with data sockets, a message
+// larger than NCCL_SOCKET_INLINE and at most that size follows its record on the control
+// socket while that socket keeps up; once it is full, new messages take the data sockets
+// (NCCL's layout) until it drains. The receiver offers it in its handle; a handle without the
+// offer (an older railnet) gets NCCL's layout, and a record flagged without the offer fails
+// the receive with a WARN. Both ends in this process, on loopback, 2 x 2 helper threads.
+#include <string.h>
+#include <sys/socket.h>
+#include <vector>
+#include "net_pair.h"
+#include "test_util.h"
+
+extern "C" {
+#include "../../src/transport/net_socket_types.h"
+#include "../../src/transport/net_socket_wire.h"
+#include "railnet.h"
+}
+
+namespace {
+
+const ncclNet_t* net() { return railnetGetNet("socket"); }
+
+struct NetSocketCtrl : ::testing::Test {
+  ScopedEnv env;
+  void* ctx = nullptr;
+  void* lc = nullptr;
+  void* sc = nullptr;
+  void* rc = nullptr;
+  std::vector<std::vector<char>> out, in;  // live until the comms are closed
+  void SetUp() override {
+    env.set("NCCL_SOCKET_IFNAME", "lo");
+    env.set("NCCL_SOCKET_NTHREADS", "2");
+    env.set("NCCL_NSOCKS_PERTHREAD", "2");
+    ASSERT_EQ(net()->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
+  }
+  // offer: leave the listener's handle as it is, or clear its flags (an older listener's)
+  void connect(bool clearOffer) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    ASSERT_EQ(net()->listen(ctx, 0, handle, &lc), ncclSuccess);
+    if (clearOffer) memset(handle + offsetof(socketHandle, flags), 0, sizeof(uint32_t));
+    ASSERT_TRUE(netConnectPair(net(), ctx, 0, handle, lc, &sc, &rc));
+  }
+  void TearDown() override {
+    if (sc) net()->closeSend(sc);
+    if (rc) net()->closeRecv(rc);
+    if (lc) net()->closeListen(lc);
+    if (ctx) net()->finalize(ctx);
+  }
+  socketComm* S() { return (socketComm*)sc; }
+  void* isend(size_t size, int k) {
+    out.emplace_back(size, (char)(0x20 + k % 90));
+    void* req = nullptr;
+    long long dl = netNowNs() + 30000000000LL;
+    while (req == nullptr && netNowNs() < dl)
+      EXPECT_EQ(net()->isend(sc, out.back().data(), size, k, nullptr, nullptr, &req), ncclSuccess);
+    return req;
+  }
+  void* irecv(size_t size, int k) {
+    in.emplace_back(size, 0);
+    void* data = in.back().data();
+    int tag = k;
+    void* mh = nullptr;
+    void* req = nullptr;
+    EXPECT_EQ(net()->irecv(rc, 1, &data, &size, &tag, &mh, nullptr, &req), ncclSuccess);
+    return req;
+  }
+  // Drives the sends and receives until all are done; checks every size and byte.
+  void finish(std::vector<void*> sends, std::vector<void*> recvs, size_t firstIn) {
+    long long dl = netNowNs() + 60000000000LL;
+    size_t left = recvs.size();  // sends already done are nullptr
+    for (void* r : sends) left += r != nullptr;
+    std::vector<int> sizes(recvs.size(), -1);
+    while (left > 0 && netNowNs() < dl) {
+      for (auto& r : sends) {
+        int done = 0;
+        if (r == nullptr) continue;
+        ASSERT_EQ(net()->test(r, &done, nullptr), ncclSuccess);
+        if (done) r = nullptr, left--;
+      }
+      for (size_t i = 0; i < recvs.size(); i++) {
+        int done = 0;
+        if (recvs[i] == nullptr) continue;
+        ASSERT_EQ(net()->test(recvs[i], &done, &sizes[i]), ncclSuccess);
+        if (done) recvs[i] = nullptr, left--;
+      }
+    }
+    ASSERT_EQ(left, 0u) << "requests not done in 60 s";
+    for (size_t i = 0; i < sizes.size(); i++) {  // receive buffers may be larger than the messages
+      const std::vector<char>& sent = out[firstIn + i];
+      ASSERT_EQ((size_t)sizes[i], sent.size()) << "message " << i;
+      ASSERT_EQ(memcmp(in[firstIn + i].data(), sent.data(), sent.size()), 0) << "message " << i << " garbled";
+    }
+  }
+  uint32_t tasksPosted() {
+    uint32_t n = 0;
+    for (int s = 0; s < S()->nSocks; s++) n += S()->queues[s].tail;
+    return n;
+  }
+};
+
+// Small socket buffers fill the control socket while the receiver does not read: the next
+// RAILNET_SOCKET_CTRL_SPILL payloads take the data sockets, every message arrives whole and
+// in order, and after them payloads go on the control socket again.
+TEST_F(NetSocketCtrl, AFullControlSocketSendsTheNextPayloadsOnTheDataSockets) {
+  env.set("NCCL_SOCKET_SNDBUF", "4096");
+  env.set("NCCL_SOCKET_RCVBUF", "32768");
+  connect(false);
+  ASSERT_EQ(S()->ctrlMax, 65536u);
+  std::vector<void*> sends;
+  std::vector<size_t> finished;
+  const size_t size = 16000;
+  while (S()->ctrlSpill == 0 && sends.size() < 24) {  // at most 384 KB: the buffers hold far less
+    sends.push_back(isend(size, (int)sends.size()));
+    EXPECT_EQ(((socketRequest*)sends.back())->onCtrl, 1) << "posted while the control socket kept up";
+    int done = 0;
+    ASSERT_EQ(net()->test(sends.back(), &done, nullptr), ncclSuccess);
+    if (done) finished.push_back(sends.size() - 1);
+  }
+  for (size_t k : finished) sends[k] = nullptr;  // done: not tested again
+  ASSERT_EQ(S()->ctrlSpill, RAILNET_SOCKET_CTRL_SPILL) << "the control socket never filled";
+  EXPECT_EQ(tasksPosted(), 0u);
+  size_t full = sends.size();
+  for (int k = 0; k < 8; k++) sends.push_back(isend(size, (int)sends.size()));
+  for (size_t k = full; k < sends.size(); k++) EXPECT_EQ(((socketRequest*)sends[k])->onCtrl, 0) << "message " << k;
+  std::vector<void*> recvs;
+  for (size_t k = 0; k < sends.size(); k++) recvs.push_back(irecv(size, (int)k));
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tasksPosted(), 8u) << "one chunk per message posted while the control socket was full";
+  // one at a time, small enough for the buffers: each goes on the control socket exactly when
+  // no spill is left, and one does within the spill's length
+  bool back = false;
+  for (int i = 0; i < RAILNET_SOCKET_CTRL_SPILL + 8 && !back; i++) {
+    int k = (int)out.size();
+    int spill = S()->ctrlSpill;
+    void* s = isend(1000, k);
+    back = ((socketRequest*)s)->onCtrl == 1;
+    EXPECT_EQ(back, spill == 0) << "message " << k << " with " << spill << " to spill";
+    finish({s}, {irecv(1000, k)}, (size_t)k);
+  }
+  EXPECT_TRUE(back) << "payloads never went on the control socket again";
+}
+
+// The control socket's flow lags (paced by the kernel here, as a cloud NIC's per-flow rate
+// limit would): a send with payloads that the socket took whole but could not put on the wire
+// yet (unsent bytes) spills the next payloads to the data sockets, so records do not wait
+// behind payloads on a slow flow.
+TEST_F(NetSocketCtrl, ALaggingControlFlowSendsTheNextPayloadsOnTheDataSockets) {
+  env.set("NCCL_SOCKET_SNDBUF", "4194304");  // room for all: the socket is never full here
+  connect(false);
+  unsigned long long rate = 1000000;  // bytes per second
+  ASSERT_EQ(setsockopt(S()->ctrl.fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)), 0);
+  // one message at a time, each taken whole by the socket: the first leaves at once, the
+  // pacing holds the next one's bytes in the kernel
+  std::vector<void*> sends;
+  for (int k = 0; k < 3 && S()->ctrlSpill == 0; k++) {
+    sends.push_back(isend(60000, k));
+    ASSERT_EQ(((socketRequest*)sends.back())->onCtrl, 1);
+    int done = 0;
+    ASSERT_EQ(net()->test(sends.back(), &done, nullptr), ncclSuccess);
+    EXPECT_TRUE(done || ((socketRequest*)sends.back())->state == REQ_DATA) << "message " << k << " not taken whole";
+    if (done) sends.back() = nullptr;
+  }
+  ASSERT_EQ(S()->ctrlSpill, RAILNET_SOCKET_CTRL_SPILL) << "the paced flow's unsent bytes went unnoticed";
+  int n = (int)sends.size();
+  sends.push_back(isend(60000, n));
+  EXPECT_EQ(((socketRequest*)sends.back())->onCtrl, 0);
+  std::vector<void*> recvs;
+  for (int k = 0; k <= n; k++) recvs.push_back(irecv(60000, k));
+  finish(sends, recvs, 0);
+}
+
+// Sizes around the inline size and RAILNET_SOCKET_CTRL_PAYLOAD: which socket each payload
+// takes, and every byte.
+TEST_F(NetSocketCtrl, PayloadsUpToTheLimitFollowTheirRecords) {
+  connect(false);
+  const size_t sizes[] = {0, 128, 129, 4096, 65536, 65537, 300000};
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 7; k++) {
+    sends.push_back(isend(sizes[k], k));
+    recvs.push_back(irecv(sizes[k] + 100, k));
+  }
+  for (int k = 0; k < 7; k++)
+    EXPECT_EQ(((socketRequest*)sends[k])->onCtrl, sizes[k] > 128 && sizes[k] <= 65536) << sizes[k] << " bytes";
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tasksPosted(), 2u + 4u) << "65537 bytes: 64 KiB and 1 byte; 300000: one chunk per data socket";
+}
+
+// A listener without the offer (an older railnet: zeros where the flags are): NCCL's layout.
+TEST_F(NetSocketCtrl, AHandleWithoutTheOfferGetsNcclsLayout) {
+  connect(true);
+  EXPECT_EQ(S()->ctrlMax, 0u);
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 8; k++) sends.push_back(isend(4096, k));
+  for (int k = 0; k < 8; k++) recvs.push_back(irecv(4096, k));
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tasksPosted(), 8u) << "every 4 KiB payload on a data socket";
+}
+
+// A receiver that did not offer it (RAILNET_SOCKET_CTRL_PAYLOAD=0 at its listen) and a sender
+// that flags its record anyway (a broken or foreign peer): the receive fails with a WARN,
+// never reads the payload as the next record.
+TEST_F(NetSocketCtrl, AFlaggedRecordNotOfferedFailsTheReceive) {
+  env.set("RAILNET_SOCKET_CTRL_PAYLOAD", "0");
+  connect(false);
+  ASSERT_EQ(S()->ctrlMax, 0u);
+  S()->ctrlMax = 65536;  // the peer ignores the handle
+  LogCapture cap;
+  void* s = isend(4096, 0);
+  void* r = irecv(4096, 0);
+  ncclResult_t res = ncclSuccess;
+  long long dl = netNowNs() + 30000000000LL;
+  int rdone = 0, sdone = 0;
+  while (res == ncclSuccess && !rdone && netNowNs() < dl) {
+    if (!sdone) {
+      ASSERT_EQ(net()->test(s, &sdone, nullptr), ncclSuccess);
+    }
+    res = net()->test(r, &rdone, nullptr);
+  }
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_TRUE(LogCapture::contains("run the same railnet at both ends")) << LogCapture::all();
+}
+
+}  // namespace
