@@ -5,13 +5,16 @@
 #      64 MiB messages, 8 in flight (NCCL's steps per channel): 1 stream without helper
 #      threads (NCCL's default), 1 x 1, 2 x 2 and 2 x 8 (NCCL's automatic choice on AWS ENA)
 #      helper threads x sockets; on loopback and over a veth pair between two network
-#      namespaces (root); zero-copy sends (RAILNET_SOCKET_ZEROCOPY) off and on;
+#      namespaces (root); variants: zc0 (zero-copy off, RAILNET_SOCKET_ZEROCOPY=0, as the
+#      default's automatic mode ends up where the kernel copies; payloads up to
+#      RAILNET_SOCKET_CTRL_PAYLOAD on the control socket, the default), zc1 (zero-copy sends
+#      forced on), nccl (zero-copy off, NCCL's layout: RAILNET_SOCKET_CTRL_PAYLOAD=0);
 #   2. the goals of the helper threads, from that table;
 #   3. 8-byte ping-pong through isend/irecv/test vs a raw TCP ping-pong between the same
 #      two processes;
 #   4. instructions per 8-byte round trip (valgrind --tool=callgrind), repeatable.
 # Only ratios mean something on a shared machine. Run: make bench
-#   CONFIGS="0x0 2x2"  ZEROCOPY="0 1"  PATHS="lo veth"  SIZES="..."  SECONDS_PER=1  INFLIGHT=8
+#   CONFIGS="0x0 2x2"  VARIANTS="zc0 zc1 nccl"  PATHS="lo veth"  SIZES="..."  SECONDS_PER=1  INFLIGHT=8
 set -u
 BUILD=${BUILD:-build}
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -19,7 +22,7 @@ SIZES=${SIZES:-"4096 65536 1048576 4194304 67108864"}
 SECONDS_PER=${SECONDS_PER:-1}
 INFLIGHT=${INFLIGHT:-8}
 CONFIGS=${CONFIGS:-"0x0 1x1 2x2 2x8"}
-ZEROCOPY=${ZEROCOPY:-"0 1"}
+VARIANTS=${VARIANTS:-"zc0 zc1 nccl"}
 PATHS=${PATHS:-"lo veth"}
 B="$BUILD/bench/socket_bench"
 PORT=$((5200 + $$ % 500))
@@ -61,11 +64,17 @@ for path in $PATHS; do
     streams=$((nt * ns)); [ "$streams" -eq 0 ] && streams=1
     $server iperf3 -s -p "$PORT" -D -1 >/dev/null 2>&1; sleep 0.3
     ref=$(iperf_mbps $host "$streams" $iperfns)
-    for zc in $ZEROCOPY; do
-      echo "-- $path: NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns ($streams stream(s)), RAILNET_SOCKET_ZEROCOPY=$zc; iperf3 -P $streams: $ref MB/s"
+    for v in $VARIANTS; do
+      case $v in
+        zc1) vars="RAILNET_SOCKET_ZEROCOPY=1" ;;
+        nccl) vars="RAILNET_SOCKET_ZEROCOPY=0 RAILNET_SOCKET_CTRL_PAYLOAD=0" ;;
+        *) vars="RAILNET_SOCKET_ZEROCOPY=0" ;;
+      esac
+      [ "$nt" = 0 ] && [ "$v" = nccl ] && continue # no data sockets: the same as zc0
+      echo "-- $path: NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns ($streams stream(s)), $vars; iperf3 -P $streams: $ref MB/s"
       $client env NCCL_SOCKET_IFNAME=$ifname NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns \
-        RAILNET_SOCKET_ZEROCOPY=$zc "$B" bw --seconds "$SECONDS_PER" --sizes "$SIZES" --inflight "$INFLIGHT" $recvns |
-        awk -v ref="$ref" -v key="$path $cfg $zc" -v out="$RESULTS" '
+        $vars "$B" bw --seconds "$SECONDS_PER" --sizes "$SIZES" --inflight "$INFLIGHT" $recvns |
+        awk -v ref="$ref" -v key="$path $cfg $v" -v out="$RESULTS" '
           NR == 1 {printf "%s %10s\n", $0, "x iperf3"; next}
           {printf "%s %10.2f\n", $0, $3 / ref; print key, $1, $3, $3 / ref >> out}'
     done
