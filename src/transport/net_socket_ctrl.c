@@ -216,8 +216,7 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
          r->tag);
     return requestError(c, r, ncclInvalidUsage);
   }
-  int onCtrl = (rec.flags & RAILNET_SOCKET_REC_ON_CTRL) != 0;
-  if ((rec.flags & ~RAILNET_SOCKET_REC_ON_CTRL) || (onCtrl && (!c->ctrlMax || rec.size <= (uint64_t)c->inlineSize))) {
+  if (rec.flags != 0 && (rec.flags != RAILNET_SOCKET_REC_ON_CTRL || !c->ctrlMax || rec.size <= (uint64_t)c->inlineSize)) {
     WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
          "comm did not offer: the peer is not this railnet version or is broken; run the same railnet at both "
          "ends (or set RAILNET_SOCKET_CTRL_PAYLOAD=0 at both)",
@@ -225,7 +224,7 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
     return requestError(c, r, ncclRemoteError);
   }
   r->size = rec.size;
-  r->onCtrl = rec.size > (uint64_t)c->inlineSize && (c->nSocks == 0 || onCtrl);
+  r->onCtrl = rec.size > (uint64_t)c->inlineSize && (c->nSocks == 0 || rec.flags != 0);
   r->ctrlLen += rec.size <= (uint64_t)c->inlineSize ? (int)rec.size : 0;
   ctrlEventStart(c, r);
   return ncclSuccess;

@@ -32,6 +32,19 @@ static int tasksProgress(socketComm* c, socketRequest* r) {
   return all;
 }
 
+/* A send's payload larger than inline follows its record when there are no data sockets, or
+ * (offered by the receiver) when it is small and the control socket keeps up: one sendmsg
+ * for a burst; once that socket fell behind, the next ones take the data sockets. */
+static void sendLayout(socketComm* c, socketRequest* r, ctrlRecord* rec) {
+  if (c->nSocks == 0) {
+    r->onCtrl = r->size > 0;
+  } else if (r->size > 0 && r->size <= c->ctrlMax) { /* (inl is 0 for an empty message too) */
+    r->onCtrl = c->ctrlSpill == 0;
+    if (!r->onCtrl) c->ctrlSpill--;
+    rec->flags = r->onCtrl ? RAILNET_SOCKET_REC_ON_CTRL : 0;
+  }
+}
+
 static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void* phandle,
                                 void** request) {
   if (request == NULL) return ncclInvalidArgument;
@@ -56,7 +69,6 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     c->bySeq[r->seq % MAX_REQUESTS] = r;
     r->ctrlOffset = 0;
     r->recordParsed = op == NCCL_SOCKET_SEND;
-    r->onCtrl = 0;
     r->ctrlDataOffset = 0;
     r->nTasks = 0;
     r->phandle = phandle;
@@ -64,11 +76,9 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     r->ctrlEvent = 0;
     if (op == NCCL_SOCKET_SEND) {
       int inl = size <= (size_t)c->inlineSize ? (int)size : 0;
-      /* a larger payload follows its record when there are no data sockets, or (offered by the
-       * receiver) when it is small and the control socket keeps up: one sendmsg for a burst */
-      r->onCtrl = !inl && size > 0 && (c->nSocks == 0 || (size <= c->ctrlMax && c->ctrlSpill == 0));
-      if (!inl && c->nSocks > 0 && size <= c->ctrlMax && c->ctrlSpill > 0) c->ctrlSpill--;
-      ctrlRecord rec = {.size = size, .tag = tag, .flags = r->onCtrl && c->nSocks > 0 ? RAILNET_SOCKET_REC_ON_CTRL : 0};
+      ctrlRecord rec = {.size = size, .tag = tag, .flags = 0};
+      r->onCtrl = 0; /* (a receive learns it from the record) */
+      if (!inl) sendLayout(c, r, &rec);
       memcpy(r->ctrl, &rec, sizeof(rec));
       if (inl) memcpy(r->ctrl + sizeof(rec), data, inl);
       r->ctrlLen = (int)sizeof(rec) + inl;
