@@ -109,9 +109,9 @@ ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
   setTimeouts(c->ctrl.fd);
   for (int i = 0; i < c->nSocks; i++) setTimeouts(c->socks[i].fd);
   if (c->isSend && c->zcMode != 0) enableZerocopy(c);
-  if (c->isSend && c->nSocks > 0 && c->ctrlMax > 0) {
-    /* payloads on the control socket: its unsent bytes stay below one such payload, so a record
-     * never queues behind many (net_socket_types.h, RAILNET_SOCKET_CTRL_SPILL) */
+  if (c->isSend && c->nSocks > 0 && c->ctrlMax > (size_t)c->inlineSize) {
+    /* payloads on the control socket (some can be: larger than inline): a record never queues
+     * behind many (net_socket_types.h, RAILNET_SOCKET_CTRL_SPILL) */
     int lowat = (int)c->ctrlMax;
     if (setsockopt(c->ctrl.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) != 0)
       INFO(NCCL_NET, "NET/Socket : setsockopt(TCP_NOTSENT_LOWAT=%d) failed on the control socket to %s: %s", lowat,

@@ -1,8 +1,9 @@
 /*
  * The Socket transport's control stream (net_socket_ctrl.h). Each message starts with a
- * control record (size, tag), followed by the payload itself when it is at most
- * NCCL_SOCKET_INLINE bytes, or all of it when the comm has no data sockets; larger payloads
- * go to the data sockets as tasks. Requests use the stream in posting order.
+ * control record (size, tag, flags), followed by the payload itself when it is at most
+ * NCCL_SOCKET_INLINE bytes, or all of it when the comm has no data sockets or the record is
+ * flagged RAILNET_SOCKET_REC_ON_CTRL (net_socket_wire.h); other payloads go to the data
+ * sockets as tasks. Requests use the stream in posting order.
  *
  * Sends gather the records (and payloads) of every request waiting for the stream into one
  * sendmsg. Receives read the stream into a staging buffer, as much as is there, and parse
@@ -31,7 +32,7 @@ static size_t payloadOnCtrl(const socketRequest* r) {
 }
 
 /* The profiler event of the control socket's part of r: the payload bytes it carries (the
- * inline part, or all of it without data sockets; the record itself is framing). Started
+ * inline part, or all of it on the control socket; the record itself is framing). Started
  * once the size is known (a receive learns it from the record), stopped when that part is
  * done or failed. */
 static void ctrlEventStart(socketComm* c, socketRequest* r) {
@@ -218,9 +219,11 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
   }
   if (rec.flags != 0 && (rec.flags != RAILNET_SOCKET_REC_ON_CTRL || !c->ctrlMax || rec.size <= (uint64_t)c->inlineSize)) {
     WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
-         "comm did not offer: the peer is not this railnet version or is broken; run the same railnet at both "
-         "ends (or set RAILNET_SOCKET_CTRL_PAYLOAD=0 at both)",
-         c->peer, rec.flags, (unsigned long long)rec.size);
+         "comm did not offer (it offered %s, inline size %d): the peer is not this railnet version, sets another "
+         "NCCL_SOCKET_INLINE, or is broken; run the same railnet with the same NCCL_SOCKET_INLINE at both ends (or "
+         "set RAILNET_SOCKET_CTRL_PAYLOAD=0 at both)",
+         c->peer, rec.flags, (unsigned long long)rec.size, c->ctrlMax ? "payloads on the control socket" : "nothing",
+         c->inlineSize);
     return requestError(c, r, ncclRemoteError);
   }
   r->size = rec.size;

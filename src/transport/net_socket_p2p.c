@@ -3,8 +3,9 @@
  * (size, tag, and the payload itself when it is at most NCCL_SOCKET_INLINE bytes) on the
  * control socket (net_socket_ctrl.c); larger payloads are cut into tasks of at least
  * NCCL_SOCKET_MIN_TASKSIZE bytes spread round-robin over the data sockets
- * (net_socket_helper.c), or sent on the control socket when there are none. Both ends cut
- * and assign in the same order, so no per-chunk header is needed. test() drives both.
+ * (net_socket_helper.c), or sent on the control socket when there are none or (sendLayout)
+ * the record says so. Both ends cut and assign in the same order, so no per-chunk header is
+ * needed. test() drives both.
  */
 #include <limits.h>
 #include <string.h>

@@ -27,8 +27,9 @@ extern "C" {
 /* A send comm whose payloads may go on the control socket: once that socket is full, or
  * still holds unsent bytes after a send (its flow is slower than the comm: a per-flow rate
  * limit, a small window), this many of the next such payloads take the data sockets (NCCL's
- * layout), so the records of their messages do not queue behind payloads. Its unsent bytes
- * stay below RAILNET_SOCKET_CTRL_PAYLOAD (TCP_NOTSENT_LOWAT). */
+ * layout), so the records of their messages do not queue behind payloads. The kernel takes
+ * no new segment once its unsent bytes reach RAILNET_SOCKET_CTRL_PAYLOAD (TCP_NOTSENT_LOWAT):
+ * one to two payloads queue at most, plus those posted before the spill began. */
 #define RAILNET_SOCKET_CTRL_SPILL 64
 
 /* One chunk of a message on one data socket. */
@@ -99,7 +100,7 @@ typedef struct socketRequest {
   int recordParsed;   /* recv: the sender's record has been checked */
   int onCtrl;         /* the payload (larger than inline) travels on the control socket: no data sockets, or
                          RAILNET_SOCKET_REC_ON_CTRL (send: chosen when posted; recv: from the record) */
-  size_t ctrlDataOffset; /* payload sent on the control socket when there are no data sockets */
+  size_t ctrlDataOffset; /* payload moved on the control socket (onCtrl) */
   int taskSock[MAX_SOCKETS];
   int taskIdx[MAX_SOCKETS];
   int nTasks;
