@@ -195,11 +195,11 @@ static bool kernelPacesLoopback() {
 TEST_F(NetSocketCtrl, ALaggingControlFlowSendsTheNextPayloadsOnTheDataSockets) {
   if (!kernelPacesLoopback()) GTEST_SKIP() << "SKIP: this kernel does not pace loopback TCP (SO_MAX_PACING_RATE)";
   connect(false);
-  unsigned long long rate = 20000;  // bytes per second: a 2 KB message holds the flow for 0.1 s
+  unsigned long long rate = 4000;  // bytes per second: a 2 KB message holds the flow for 0.5 s
   ASSERT_EQ(setsockopt(S()->ctrl.fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)), 0);
   // one message at a time, each taken whole by the socket: after the connection's first 10
   // segments (unpaced), one leaves and the pacing holds the next one's bytes in the kernel
-  // (unless this thread slept 0.1 s between the two: then the next pair)
+  // (unless this thread slept 0.5 s between the two: then the next pair)
   std::vector<void*> sends;
   for (int k = 0; k < 30 && S()->ctrlSpill == 0; k++) {
     sends.push_back(isend(2000, k));
