@@ -106,9 +106,9 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
     struct iovec iov[2 * CTRL_BATCH];
     socketRequest* reqs[CTRL_BATCH];
     size_t onCtrl[CTRL_BATCH];
-    int n = 0, nr = 0, payloads = 0;
+    int n = 0, nr = 0, payloads = 0, capped = 0;
     size_t want = 0;
-    for (socketRequest* r; nr < CTRL_BATCH && (r = ctrlHead(c, c->ctrlSeq + nr)) != NULL; nr++) {
+    for (socketRequest* r; !capped && nr < CTRL_BATCH && (r = ctrlHead(c, c->ctrlSeq + nr)) != NULL; nr++) {
       ctrlEventStart(c, r);
       reqs[nr] = r;
       onCtrl[nr] = payloadOnCtrl(r);
@@ -117,10 +117,16 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
         iov[n].iov_len = (size_t)(r->ctrlLen - r->ctrlOffset);
         want += iov[n++].iov_len;
       }
-      if (r->ctrlDataOffset < onCtrl[nr]) {
+      size_t data = onCtrl[nr] - r->ctrlDataOffset;
+      size_t room = want < RAILNET_SOCKET_SYSCALL_BYTES ? RAILNET_SOCKET_SYSCALL_BYTES - want : 0;
+      if (data > room) { /* the rest in the next call; no record may go before it */
+        data = room;
+        capped = 1;
+      }
+      if (data > 0) {
         payloads = 1;
         iov[n].iov_base = r->data + r->ctrlDataOffset;
-        iov[n].iov_len = onCtrl[nr] - r->ctrlDataOffset;
+        iov[n].iov_len = data;
         want += iov[n++].iov_len;
       }
     }
@@ -147,8 +153,8 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
       return requestError(c, reqs[k < nr ? k : nr - 1], ncclRemoteError);
     }
     if (c->ctrlMax > 0) ctrlBehind(c, io.moved < want, payloads);
-    if (io.moved < want) return ncclSuccess; /* the socket is full */
-    if (nr < CTRL_BATCH) return ncclSuccess;  /* all that waited went */
+    if (io.moved < want) return ncclSuccess;             /* the socket is full */
+    if (!capped && nr < CTRL_BATCH) return ncclSuccess;  /* all that waited went */
   }
 }
 
@@ -180,7 +186,7 @@ static long ctrlRead(socketComm* c, char* direct, size_t directLen, size_t* toDi
   int straight = direct != NULL && c->stageHead == c->stageTail && directLen >= RAILNET_SOCKET_STAGE / 2;
   if (straight) {
     iov.iov_base = direct;
-    iov.iov_len = directLen > (size_t)INT_MAX ? (size_t)INT_MAX : directLen;
+    iov.iov_len = directLen > RAILNET_SOCKET_SYSCALL_BYTES ? RAILNET_SOCKET_SYSCALL_BYTES : directLen;
   } else {
     if (c->stageHead == c->stageTail) c->stageHead = c->stageTail = 0;
     iov.iov_base = c->stage + c->stageTail;

@@ -23,8 +23,6 @@
 
 /* Chunks of one socket gathered into one system call. */
 #define IOV_BATCH 16
-/* Bytes asked of one system call (a chunk may be larger than sendmsg/recvmsg take at once). */
-#define SYSCALL_BYTES ((size_t)1 << 30)
 
 static void taskFinish(socketComm* c, socketTask* t, ncclResult_t res) {
   t->result = res;
@@ -94,14 +92,14 @@ static long queueOnce(socketComm* c, int s, taskQueue* q, uint32_t tail, int* fu
   struct iovec iov[IOV_BATCH];
   int n = 0;
   size_t want = 0;
-  for (uint32_t i = q->head; i != tail && n < IOV_BATCH && want < SYSCALL_BYTES; i++) {
+  for (uint32_t i = q->head; i != tail && n < IOV_BATCH && want < RAILNET_SOCKET_SYSCALL_BYTES; i++) {
     socketTask* t = &q->tasks[i % TASK_QUEUE_LEN];
     if (!t->evStarted) {
       t->evStarted = 1;
       railnetProfSockStart(c->prof, &t->eh, t->phandle, c->socks[s].fd, op, t->size);
     }
     size_t len = t->size - t->offset;
-    if (len > SYSCALL_BYTES - want) len = SYSCALL_BYTES - want;
+    if (len > RAILNET_SOCKET_SYSCALL_BYTES - want) len = RAILNET_SOCKET_SYSCALL_BYTES - want;
     iov[n].iov_base = t->data + t->offset;
     iov[n].iov_len = len;
     want += len;
@@ -291,6 +289,28 @@ static void zcWaitCheck(socketComm* c, int s, short revents) {
   __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
 }
 
+/* A receiving helper thread is woken by poll() once the bytes its queued tasks still wait
+ * for are there (up to RAILNET_SOCKET_SYSCALL_BYTES), not by every segment that arrives: each
+ * wake-up costs the sender's CPU an inter-processor wake-up over veth and loopback, and the
+ * caller's thread takes what arrives in between anyway. Set while this thread owns the queue
+ * (the tasks' offsets are the owner's); if the caller's thread takes some of those bytes
+ * afterwards, the wait ends at poll()'s 10 ms at worst. Errors and a closed connection wake
+ * poll() whatever the low-water mark. */
+static void queueLowat(socketComm* c, int s, taskQueue* q) {
+  if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return;
+  size_t want = 0;
+  uint32_t tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
+  for (uint32_t i = q->head; i != tail && want < RAILNET_SOCKET_SYSCALL_BYTES; i++) {
+    socketTask* t = &q->tasks[i % TASK_QUEUE_LEN];
+    want += t->size - t->offset;
+  }
+  __atomic_store_n(&q->owner, 0, __ATOMIC_RELEASE);
+  int lowat = (int)(want > RAILNET_SOCKET_SYSCALL_BYTES ? RAILNET_SOCKET_SYSCALL_BYTES : want > 0 ? want : 1);
+  if (lowat == q->lowat) return;
+  q->lowat = lowat;
+  if (setsockopt(c->socks[s].fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0) q->lowat = -1;
+}
+
 void* railnetSocketHelperMain(void* arg) {
   helperThread* h = (helperThread*)arg;
   socketComm* c = h->comm;
@@ -309,6 +329,7 @@ void* railnetSocketHelperMain(void* arg) {
         pfds[active].fd = c->socks[s].fd;
         /* only zero-copy completions to wait for: they come as POLLERR, which poll always reports */
         pfds[active].events = !toMove ? 0 : c->isSend ? POLLOUT : POLLIN;
+        if (toMove && !c->isSend) queueLowat(c, s, q);
         pfds[active].revents = 0;
         polled[active++] = s;
       }

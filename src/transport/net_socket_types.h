@@ -24,6 +24,12 @@ extern "C" {
 /* Bytes of the control stream a receive comm reads ahead at most (records and small payloads
  * of several messages in one system call). */
 #define RAILNET_SOCKET_STAGE (16 * 1024)
+/* Bytes one send or receive system call moves at most, and the most a receiving helper
+ * thread waits to have arrived before poll() wakes it (SO_RCVLOWAT). The kernel holds the
+ * socket's lock while it copies: the acknowledgements and segments that arrive meanwhile wait
+ * in its backlog, so one copy of megabytes stalls the flow (a veth pair, 2 x 2 helpers, 4 MiB
+ * messages: 2.1-2.9 GB/s with calls of up to 1 GiB, 3.8-5.4 with 512 KiB; README). */
+#define RAILNET_SOCKET_SYSCALL_BYTES ((size_t)512 * 1024)
 /* A send comm whose payloads may go on the control socket: once that socket is full, or
  * still holds unsent bytes after a send (its flow is slower than the comm: a per-flow rate
  * limit, a small window), this many of the next such payloads take the data sockets (NCCL's
@@ -68,6 +74,8 @@ typedef struct {
   uint32_t zcDone;    /* ids below this one were completed by the kernel */
   uint64_t zcEarly[ZC_WINDOW / 64]; /* ids zcDone+1 .. zcDone+ZC_WINDOW-1 completed before zcDone (bit id % ZC_WINDOW) */
   int zcCopied;       /* the kernel copied zero-copy sends of this socket (said once) */
+  int lowat;          /* receive comms: the socket's SO_RCVLOWAT as its helper thread last set it (0: not
+                         set, the kernel's 1; -1: setting it failed) */
 } taskQueue;
 
 struct socketComm;

@@ -124,6 +124,23 @@ TEST_F(NetSocket, ControlStreamStagingKeepsEveryMessageWhole) {
   }
 }
 
+// One send or receive call moves at most RAILNET_SOCKET_SYSCALL_BYTES (512 KiB): a payload on
+// the control socket larger than that, or a burst of them that adds up to more, goes in
+// pieces, and no record of a later message may slip between two pieces. Without data sockets
+// (every payload on the control socket) and with 2 x 2 (payloads up to 64 KiB there, 16 of
+// them more than 512 KiB), many in flight: every byte and every size right.
+TEST_F(NetSocket, ControlStreamPayloadsLargerThanOneCallStayInOrder) {
+  for (const char* nt : {"0", "2"}) {
+    env.set("NCCL_SOCKET_NTHREADS", nt);
+    env.set("NCCL_NSOCKS_PERTHREAD", "2");
+    NetPlan plan;
+    const size_t cycle[] = {65536, 1, 524288 - 20, 700001, 65535, 200, (1 << 20) + 3, 65536, 0, 524288 + 1};
+    for (int i = 0; i < 120; i++) plan.sizes.push_back(cycle[i % 10]);
+    plan.inflight = NCCL_NET_MAX_REQUESTS;
+    EXPECT_EQ(transfer(plan), "") << nt << " threads";
+  }
+}
+
 // 32 requests in flight, each with a chunk on the one data socket: the socket's task queue
 // is full while its thread finishes tasks, and no slot may be reused too early.
 TEST_F(NetSocket, FullTaskQueueOnOneDataSocket) {
