@@ -2,7 +2,10 @@
 # bench/socket.sh: the Socket transport against references measured in the same run.
 #   1. unidirectional bandwidth through the plugin API (build/bench/socket_bench, the
 #      receiver in a child process) vs iperf3 with the same number of TCP streams, 4 KiB ..
-#      64 MiB messages, 8 in flight (NCCL's steps per channel): 1 stream without helper
+#      64 MiB messages, 8 in flight (NCCL's steps per channel) from one buffer per side (as
+#      iperf3 and ib_write_bw reuse theirs; BUFS=8 gives each message in flight its own, and
+#      copies from and to memory that is not in cache cost more), in ROUNDS rounds that
+#      alternate iperf3 and every variant (medians: the machine is shared): 1 stream without helper
 #      threads (NCCL's default), 1 x 1, 2 x 2 and 2 x 8 (NCCL's automatic choice on AWS ENA)
 #      helper threads x sockets; on loopback and over a veth pair between two network
 #      namespaces (root); variants: zc0 (zero-copy off, RAILNET_SOCKET_ZEROCOPY=0, as the
@@ -15,20 +18,24 @@
 #   4. instructions per 8-byte round trip (valgrind --tool=callgrind), repeatable.
 # Only ratios mean something on a shared machine. Run: make bench
 #   CONFIGS="0x0 2x2"  VARIANTS="zc0 zc1 nccl"  PATHS="lo veth"  SIZES="..."  SECONDS_PER=1  INFLIGHT=8
+#   BUFS=1  ROUNDS=3
 set -u
 BUILD=${BUILD:-build}
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SIZES=${SIZES:-"4096 65536 1048576 4194304 67108864"}
 SECONDS_PER=${SECONDS_PER:-1}
 INFLIGHT=${INFLIGHT:-8}
+BUFS=${BUFS:-1}
+ROUNDS=${ROUNDS:-3}
 CONFIGS=${CONFIGS:-"0x0 1x1 2x2 2x8"}
 VARIANTS=${VARIANTS:-"zc0 zc1 nccl"}
 PATHS=${PATHS:-"lo veth"}
 B="$BUILD/bench/socket_bench"
 PORT=$((5200 + $$ % 500))
 RESULTS=$(mktemp)
+ROUNDS_OUT=$(mktemp)
 NSA=rnb-a-$$ NSB=rnb-b-$$
-cleanup() { rm -f "$RESULTS"; ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null; }
+cleanup() { rm -f "$RESULTS" "$ROUNDS_OUT"; ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null; }
 trap cleanup EXIT
 
 iperf_mbps() { # HOSTADDR STREAMS [netns of the client] -> MB/s (10^6 bytes) of a 2 s run
@@ -50,7 +57,8 @@ veth_up() {
   sleep 1
 }
 
-echo "== 1. bandwidth: railnet Socket (plugin API, $INFLIGHT messages in flight) vs iperf3, same stream count"
+echo "== 1. bandwidth: railnet Socket (plugin API, $INFLIGHT messages in flight, $BUFS buffer(s) per side) vs iperf3, same stream count"
+echo "   $ROUNDS rounds, each: iperf3, then every variant; the table gives medians (MB/s), the ratio of the medians, and every round"
 for path in $PATHS; do
   if [ "$path" = veth ]; then
     if ! veth_up; then echo "SKIP: veth: needs root and network namespaces"; continue; fi
@@ -62,22 +70,42 @@ for path in $PATHS; do
   for cfg in $CONFIGS; do
     nt=${cfg%x*} ns=${cfg#*x}
     streams=$((nt * ns)); [ "$streams" -eq 0 ] && streams=1
-    $server iperf3 -s -p "$PORT" -D -1 >/dev/null 2>&1; sleep 0.3
-    ref=$(iperf_mbps $host "$streams" $iperfns)
-    for v in $VARIANTS; do
-      case $v in
-        zc1) vars="RAILNET_SOCKET_ZEROCOPY=1" ;;
-        nccl) vars="RAILNET_SOCKET_ZEROCOPY=0 RAILNET_SOCKET_CTRL_PAYLOAD=0" ;;
-        *) vars="RAILNET_SOCKET_ZEROCOPY=0" ;;
-      esac
-      [ "$nt" = 0 ] && [ "$v" = nccl ] && continue # no data sockets: the same as zc0
-      echo "-- $path: NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns ($streams stream(s)), $vars; iperf3 -P $streams: $ref MB/s"
-      $client env NCCL_SOCKET_IFNAME=$ifname NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns \
-        $vars "$B" bw --seconds "$SECONDS_PER" --sizes "$SIZES" --inflight "$INFLIGHT" $recvns |
-        awk -v ref="$ref" -v key="$path $cfg $v" -v out="$RESULTS" '
-          NR == 1 {printf "%s %10s\n", $0, "x iperf3"; next}
-          {printf "%s %10.2f\n", $0, $3 / ref; print key, $1, $3, $3 / ref >> out}'
+    : > "$ROUNDS_OUT"
+    for round in $(seq "$ROUNDS"); do
+      $server iperf3 -s -p "$PORT" -D -1 >/dev/null 2>&1; sleep 0.3
+      echo "iperf3 0 $(iperf_mbps $host "$streams" $iperfns)" >> "$ROUNDS_OUT"
+      for v in $VARIANTS; do
+        case $v in
+          zc1) vars="RAILNET_SOCKET_ZEROCOPY=1" ;;
+          nccl) vars="RAILNET_SOCKET_ZEROCOPY=0 RAILNET_SOCKET_CTRL_PAYLOAD=0" ;;
+          *) vars="RAILNET_SOCKET_ZEROCOPY=0" ;;
+        esac
+        [ "$nt" = 0 ] && [ "$v" = nccl ] && continue # no data sockets: the same as zc0
+        $client env NCCL_SOCKET_IFNAME=$ifname NCCL_SOCKET_NTHREADS=$nt NCCL_NSOCKS_PERTHREAD=$ns $vars "$B" bw \
+          --seconds "$SECONDS_PER" --sizes "$SIZES" --inflight "$INFLIGHT" --bufs "$BUFS" $recvns |
+          awk -v v="$v" 'NR > 1 {print v, $1, $3}' >> "$ROUNDS_OUT"
+      done
     done
+    # medians over the rounds; ratio = railnet's median / iperf3's median
+    awk -v path="$path" -v cfg="$cfg" -v streams="$streams" -v out="$RESULTS" '
+      function median(list,   a, n, i, j, t) {
+        n = split(list, a, " ")
+        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+      }
+      { key = $1 SUBSEP $2; vals[key] = vals[key] " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+      END {
+        ref = median(vals["iperf3" SUBSEP 0])
+        printf "-- %s: NCCL_SOCKET_NTHREADS=%s NCCL_NSOCKS_PERTHREAD=%s (%s stream(s)); iperf3 -P %s: %.1f MB/s (rounds:%s)\n", path, substr(cfg, 1, index(cfg, "x") - 1), substr(cfg, index(cfg, "x") + 1), streams, streams, ref, vals["iperf3" SUBSEP 0]
+        printf "%-8s %-10s %10s %10s   %s\n", "variant", "#bytes", "BW MB/s", "x iperf3", "rounds (MB/s)"
+        for (i = 1; i <= n; i++) {
+          split(order[i], p, SUBSEP)
+          if (p[1] == "iperf3") continue
+          m = median(vals[order[i]])
+          printf "%-8s %-10s %10.1f %10.2f  %s\n", p[1], p[2], m, m / ref, vals[order[i]]
+          print path, cfg, p[1], p[2], m, m / ref >> out
+        }
+      }' "$ROUNDS_OUT"
   done
 done
 

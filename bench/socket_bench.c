@@ -3,8 +3,9 @@
  * ncclNetPlugin_v12, loaded like NCCL loads it), with a reference measured in the same
  * run between the same two processes.
  *
- *   socket_bench bw  [--sizes "4096 65536 ..."] [--seconds S] [--inflight N] [--recv-netns NS]
- *       unidirectional bandwidth, receiver in a child process (inside network namespace NS,
+ *   socket_bench bw  [--sizes "4096 65536 ..."] [--seconds S] [--inflight N] [--bufs B] [--recv-netns NS]
+ *       unidirectional bandwidth, N messages in flight from (into) B buffers per side
+ *       (default N: each its own), receiver in a child process (inside network namespace NS,
  *       /run/netns/NS, with --recv-netns: e.g. the other end of a veth pair); prints MB/s per size
  *   socket_bench lat [--iters N]
  *       8-byte ping-pong through isend/irecv/test vs a raw TCP ping-pong of 8 bytes
@@ -84,7 +85,7 @@ static void connectPair(void* handle, void* lc, void** s, void** r) {
 
 /* ------------------------------------------------------------------ bandwidth */
 
-static void bwReceiver(int wfd, int rfd, size_t maxSize, int inflight) {
+static void bwReceiver(int wfd, int rfd, size_t maxSize, int inflight, int bufs) {
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void *lc, *rc = NULL;
   ncclNetDeviceHandle_v12_t* dc;
@@ -95,8 +96,8 @@ static void bwReceiver(int wfd, int rfd, size_t maxSize, int inflight) {
     CK(net->accept(lc, &rc, &dc));
     if (now() - t0 > 30) die("accept timeout");
   }
-  char* buf = malloc(maxSize * inflight);
-  memset(buf, 0, maxSize * inflight);
+  char* buf = malloc(maxSize * bufs);
+  memset(buf, 0, maxSize * bufs);
   for (;;) {
     size_t hdr[2];
     if (read(rfd, hdr, sizeof(hdr)) != sizeof(hdr)) break; /* size, count */
@@ -112,7 +113,7 @@ static void bwReceiver(int wfd, int rfd, size_t maxSize, int inflight) {
         reqs[slot] = NULL;
       }
       if (i < count) {
-        void* d = buf + slot * maxSize;
+        void* d = buf + (slot % bufs) * maxSize;
         size_t sz = size;
         int tag = 0;
         while (reqs[slot] == NULL) CK(net->irecv(rc, 1, &d, &sz, &tag, NULL, NULL, &reqs[slot]));
@@ -135,7 +136,7 @@ static void enterNetns(const char* name) {
   close(fd);
 }
 
-static int bw(const char* sizesStr, double seconds, int inflight, const char* recvNetns) {
+static int bw(const char* sizesStr, double seconds, int inflight, int bufs, const char* recvNetns) {
   size_t sizes[32];
   int n = 0;
   char tmp[512];
@@ -151,7 +152,7 @@ static int bw(const char* sizesStr, double seconds, int inflight, const char* re
     close(toChild[1]);
     if (recvNetns) enterNetns(recvNetns);
     load();
-    bwReceiver(toParent[1], toChild[0], maxSize, inflight);
+    bwReceiver(toParent[1], toChild[0], maxSize, inflight, bufs);
     _exit(0);
   }
   close(toParent[1]);
@@ -161,8 +162,8 @@ static int bw(const char* sizesStr, double seconds, int inflight, const char* re
   if (read(toParent[0], handle, sizeof(handle)) != sizeof(handle)) die("receiver did not start");
   void *sc, *dummy;
   connectPair(handle, NULL, &sc, &dummy);
-  char* buf = malloc(maxSize * inflight);
-  memset(buf, 7, maxSize * inflight);
+  char* buf = malloc(maxSize * bufs);
+  memset(buf, 7, maxSize * bufs);
   printf("%-10s %10s %12s\n", "#bytes", "#iters", "BW MB/s");
   for (int k = 0; k < n; k++) {
     size_t size = sizes[k];
@@ -181,7 +182,7 @@ static int bw(const char* sizesStr, double seconds, int inflight, const char* re
         reqs[slot] = NULL;
       }
       if (i < count)
-        while (reqs[slot] == NULL) CK(net->isend(sc, buf + slot * maxSize, size, 0, NULL, NULL, &reqs[slot]));
+        while (reqs[slot] == NULL) CK(net->isend(sc, buf + (slot % bufs) * maxSize, size, 0, NULL, NULL, &reqs[slot]));
     }
     double mbps;
     if (read(toParent[0], &mbps, sizeof(mbps)) != sizeof(mbps)) die("receiver died");
@@ -327,25 +328,28 @@ static int rtt1(int iters) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    printf("usage: socket_bench bw [--sizes LIST] [--seconds S] [--inflight N] [--recv-netns NS] | lat [--iters N] |"
+    printf("usage: socket_bench bw [--sizes LIST] [--seconds S] [--inflight N] [--bufs N] [--recv-netns NS] | lat [--iters N] |"
            " rtt1 [--iters N]\n");
     return argc < 2;
   }
   const char* sizes = "4096 65536 1048576 4194304 16777216 67108864";
   double seconds = 1;
-  int inflight = 4, iters = 20000;
+  int inflight = 4, iters = 20000, bufs = 0;
   const char* recvNetns = NULL;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--sizes") == 0) sizes = argv[i + 1];
     else if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
     else if (strcmp(argv[i], "--inflight") == 0) inflight = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--bufs") == 0) bufs = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--recv-netns") == 0) recvNetns = argv[i + 1];
     else die("unknown option (see --help)");
   }
   if (inflight < 1 || inflight > 32) die("--inflight must be 1..32");
+  if (bufs == 0) bufs = inflight;
+  if (bufs < 1 || bufs > inflight) die("--bufs must be 1..inflight");
   signal(SIGPIPE, SIG_IGN);
-  if (strcmp(argv[1], "bw") == 0) return bw(sizes, seconds, inflight, recvNetns);
+  if (strcmp(argv[1], "bw") == 0) return bw(sizes, seconds, inflight, bufs, recvNetns);
   if (strcmp(argv[1], "lat") == 0) return lat(iters);
   if (strcmp(argv[1], "rtt1") == 0) return rtt1(iters);
   die("unknown mode");
