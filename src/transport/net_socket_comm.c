@@ -14,7 +14,7 @@
 #include "param.h"
 #include "net_prof.h"
 
-enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD };
+enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD, P_TASK_SIZE };
 static const railnetParam netSocketCommParams[] = {
     [P_INLINE] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_INLINE", 128, 0, 1 << 20,
                                        "Messages up to this size travel inside the control record"),
@@ -37,11 +37,23 @@ static const railnetParam netSocketCommParams[] = {
                                              "socket keeps up (full or lagging: the next 64 take the data sockets), "
                                              "when both ends are railnet with it on; 0 keeps NCCL's layout (every "
                                              "such payload on a data socket)"),
+    [P_TASK_SIZE] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_MIN_TASKSIZE", 1 << 18, 0, INT32_MAX,
+                                          "With data sockets, when both ends are railnet: the receiver's handle states "
+                                          "the smallest chunk, the larger of this and its NCCL_SOCKET_MIN_TASKSIZE, and "
+                                          "both ends cut by it (fewer, larger system calls per message than NCCL's 64 "
+                                          "KiB with many sockets); 0 keeps NCCL's rule (each end its own "
+                                          "NCCL_SOCKET_MIN_TASKSIZE)"),
 };
 RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
 
 size_t railnetSocketCtrlPayloadMax(void) {
   return (size_t)railnetParamInt(&netSocketCommParams[P_CTRL_PAYLOAD]);
+}
+
+uint32_t railnetSocketTaskSizeOffer(void) {
+  int64_t own = railnetParamInt(&netSocketCommParams[P_TASK_SIZE]);
+  int64_t nccl = railnetParamInt(&netSocketCommParams[P_MIN_TASK]);
+  return own == 0 ? 0 : (uint32_t)(own > nccl ? own : nccl);
 }
 
 static void setTimeouts(int fd) {

@@ -15,6 +15,10 @@ ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, 
 /* RAILNET_SOCKET_CTRL_PAYLOAD: the largest message whose payload may follow its record on the
  * control socket when the comm has data sockets (0: never, NCCL's layout). */
 size_t railnetSocketCtrlPayloadMax(void);
+/* What a listener with data sockets offers as both ends' chunk size
+ * (RAILNET_SOCKET_HANDLE_TASK_SIZE): the larger of RAILNET_SOCKET_MIN_TASKSIZE and
+ * NCCL_SOCKET_MIN_TASKSIZE; 0 (nothing offered) when RAILNET_SOCKET_MIN_TASKSIZE is 0. */
+uint32_t railnetSocketTaskSizeOffer(void);
 /* Once every socket is connected: the peer's name, the TCP timeouts, the helper threads. */
 ncclResult_t railnetSocketCommStartThreads(socketComm* c);
 /* Stops and joins the helper threads, closes the sockets, frees the comm (NULL: nothing). */

@@ -1,6 +1,8 @@
 /*
  * Socket connection setup (net_socket_connect.h). The handle carries the listener's
- * address and magic and the comm's socket and thread counts. Connect and accept are
+ * address and magic, the comm's socket and thread counts, and what the receiving comm
+ * offers (net_socket_wire.h): payloads on the control socket, one chunk size for both
+ * ends. Connect and accept are
  * non-blocking: the connector connects the data sockets, then the control socket, each
  * announcing its index after the handshake; the acceptor places each socket by its index.
  * The connects in progress live in conn_stage.c's registry, keyed by the handle.
@@ -12,6 +14,7 @@
 #include "net_socket_connect.h"
 #include "conn_stage.h"
 #include "net_socket.h"
+#include <limits.h>
 #include "net_socket_comm.h"
 #include "net_socket_devices.h"
 #include "net_socket_types.h"
@@ -21,6 +24,7 @@ typedef struct {
   struct ncclSocket sock;
   int dev, nSocks, nThreads;
   uint32_t flags;      /* what the handle offered (RAILNET_SOCKET_HANDLE_*) */
+  uint32_t taskSize;   /* the chunk size it stated (RAILNET_SOCKET_HANDLE_TASK_SIZE) */
   /* accept in progress */
   socketComm* comm;
   struct ncclSocket pending;
@@ -74,7 +78,10 @@ ncclResult_t ncclNetSocketListen(void* ctx, int dev, void* opaqueHandle, void** 
   handle->nSocks = lc->nSocks;
   handle->nThreads = lc->nThreads;
   lc->flags = lc->nSocks > 0 && railnetSocketCtrlPayloadMax() > 0 ? RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD : 0;
+  lc->taskSize = lc->nSocks > 0 ? railnetSocketTaskSizeOffer() : 0;
+  if (lc->taskSize > 0) lc->flags |= RAILNET_SOCKET_HANDLE_TASK_SIZE;
   handle->flags = lc->flags;
+  handle->taskSize = lc->taskSize;
   memcpy(opaqueHandle, handle, sizeof(*handle));
   *listenComm = lc;
   return ncclSuccess;
@@ -92,6 +99,11 @@ ncclResult_t railnetSocketCheckHandle(const void* handle) {
       h->nThreads > MAX_THREADS || (h->nThreads == 0 && h->nSocks != 0) ||
       (h->nThreads > 0 && h->nSocks % h->nThreads != 0)) {
     WARN("NET/Socket : connect handle is invalid (address %s, %d sockets, %d threads)", a, h->nSocks, h->nThreads);
+    return ncclInvalidArgument;
+  }
+  if ((h->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) && (h->taskSize == 0 || h->taskSize > INT32_MAX)) {
+    WARN("NET/Socket : connect handle from %s states a chunk size of %u bytes (1 .. %d): the handle is corrupt or "
+         "not from this railnet version", a, h->taskSize, INT32_MAX);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
@@ -124,6 +136,7 @@ ncclResult_t ncclNetSocketConnect(void* ctx, int dev, void* opaqueHandle, void**
     }
     railnetConnStageAdd(&connectStates, &st->link, opaqueHandle, sizeof(socketHandle));
     if (h->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) st->comm->ctrlMax = railnetSocketCtrlPayloadMax();
+    if (h->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) st->comm->minTask = st->comm->statedTask = h->taskSize;
   }
   socketComm* c = st->comm;
   while (st->link.state <= c->nSocks) {
@@ -184,6 +197,7 @@ ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDevic
   if (lc->comm == NULL) {
     NCCLCHECK(railnetSocketCommAlloc(&lc->comm, lc->nSocks, lc->nThreads, 0));
     lc->comm->ctrlMax = (lc->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) ? 1 : 0;
+    if (lc->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) lc->comm->statedTask = lc->taskSize;
   }
   socketComm* c = lc->comm;
   while (lc->nAccepted < c->nSocks + 1) {

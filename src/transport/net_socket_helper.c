@@ -178,7 +178,7 @@ static void railnetSocketHelperWake(socketComm* c, int s, int stuck);
 void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) {
   size_t size = r->size;
   size_t task = (size + c->nSocks - 1) / c->nSocks;
-  if (task < c->minTask) task = c->minTask;
+  if (task < r->chunkMin) task = r->chunkMin;
   for (size_t off = 0; off < size; off += task) {
     int s = c->nextSock;
     c->nextSock = (c->nextSock + 1) % c->nSocks;

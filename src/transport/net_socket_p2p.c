@@ -44,6 +44,7 @@ static void sendLayout(socketComm* c, socketRequest* r, ctrlRecord* rec) {
     if (!r->onCtrl) c->ctrlSpill--;
     rec->flags = r->onCtrl ? RAILNET_SOCKET_REC_ON_CTRL : 0;
   }
+  if (!r->onCtrl && r->size > 0 && c->statedTask > 0) rec->flags |= RAILNET_SOCKET_REC_TASK_SIZE;
 }
 
 static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void* phandle,
@@ -71,6 +72,7 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     r->ctrlOffset = 0;
     r->recordParsed = op == NCCL_SOCKET_SEND;
     r->ctrlDataOffset = 0;
+    r->chunkMin = c->minTask; /* (a receive learns it from the record) */
     r->nTasks = 0;
     r->phandle = phandle;
     r->eh = NULL;

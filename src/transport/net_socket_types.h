@@ -109,6 +109,8 @@ typedef struct socketRequest {
   int onCtrl;         /* the payload (larger than inline) travels on the control socket: no data sockets, or
                          RAILNET_SOCKET_REC_ON_CTRL (send: chosen when posted; recv: from the record) */
   size_t ctrlDataOffset; /* payload moved on the control socket (onCtrl) */
+  size_t chunkMin;    /* the payload's chunks on the data sockets are at least this large (send: the comm's;
+                         recv: from the record's flags) */
   int taskSock[MAX_SOCKETS];
   int taskIdx[MAX_SOCKETS];
   int nTasks;
@@ -126,7 +128,10 @@ typedef struct socketComm {
   int stop;           /* atomic: the helper threads end */
   unsigned posted;    /* atomic: requests cut into tasks so far (the helpers' sign of a busy comm) */
   int inlineSize;
-  size_t minTask;
+  size_t minTask;     /* smallest chunk: this process's NCCL_SOCKET_MIN_TASKSIZE (NCCL's rule), or in a send comm
+                         the size the receiver stated (statedTask) */
+  size_t statedTask;  /* RAILNET_SOCKET_MIN_TASKSIZE's chunk size in the receiver's handle (0: none): a send comm
+                         flags its records RAILNET_SOCKET_REC_TASK_SIZE, a receive comm cuts those by it */
   int zcMode;         /* RAILNET_SOCKET_ZEROCOPY: 0 off, 1 on, 2 on until the kernel says it copies */
   size_t zcMin;       /* RAILNET_SOCKET_ZEROCOPY_MIN: sends of fewer bytes copy */
   size_t ctrlMax;     /* send: payloads of messages up to this size may go on the control socket (0: the

@@ -23,6 +23,8 @@ extern "C" {
 
 /* handle flags: what the receiving comm accepts */
 #define RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD 1u /* records flagged RAILNET_SOCKET_REC_ON_CTRL */
+#define RAILNET_SOCKET_HANDLE_TASK_SIZE 2u    /* records flagged RAILNET_SOCKET_REC_TASK_SIZE: chunks of at least
+                                                 taskSize bytes */
 
 typedef struct {
   uint64_t handleMagic;  /* RAILNET_SOCKET_HANDLE_MAGIC: tells a railnet handle from garbage */
@@ -31,11 +33,15 @@ typedef struct {
   int32_t nSocks;
   int32_t nThreads;
   uint32_t flags;        /* RAILNET_SOCKET_HANDLE_*; 0 from a listener older than the field */
+  uint32_t taskSize;     /* with RAILNET_SOCKET_HANDLE_TASK_SIZE: 1 .. INT32_MAX */
 } socketHandle;
 
 /* record flags */
 #define RAILNET_SOCKET_REC_ON_CTRL 1u /* the payload (larger than NCCL_SOCKET_INLINE) follows the record on the
                                         control socket, not on the data sockets */
+#define RAILNET_SOCKET_REC_TASK_SIZE 2u /* the payload (larger than NCCL_SOCKET_INLINE, on the data sockets) is cut
+                                          into chunks of at least the handle's taskSize; without it, of at least
+                                          the receiver's own NCCL_SOCKET_MIN_TASKSIZE (NCCL's rule) */
 
 /* Control record at the start of each message: its size and tag, then the payload when it
  * is at most NCCL_SOCKET_INLINE bytes, flagged RAILNET_SOCKET_REC_ON_CTRL, or the comm has
@@ -49,6 +55,7 @@ typedef struct {
 _Static_assert(sizeof(socketHandle) <= NCCL_NET_HANDLE_MAXSIZE, "socket handle too large");
 _Static_assert(offsetof(socketHandle, nSocks) == 16 + sizeof(union ncclSocketAddress), "socket handle layout moved");
 _Static_assert(offsetof(socketHandle, flags) == 24 + sizeof(union ncclSocketAddress), "socket handle layout moved");
+_Static_assert(offsetof(socketHandle, taskSize) == 28 + sizeof(union ncclSocketAddress), "socket handle layout moved");
 _Static_assert(sizeof(ctrlRecord) == 16 && offsetof(ctrlRecord, flags) == 12, "control record layout moved");
 #endif
 

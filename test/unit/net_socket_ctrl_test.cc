@@ -12,6 +12,7 @@
 #include <linux/sockios.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <functional>
 #include <vector>
 #include "net_pair.h"
 #include "test_util.h"
@@ -39,15 +40,23 @@ struct NetSocketCtrl : ::testing::Test {
     env.set("NCCL_SOCKET_NTHREADS", "2");
     env.set("NCCL_NSOCKS_PERTHREAD", "2");
     for (const char* v : {"RAILNET_SOCKET_CTRL_PAYLOAD", "NCCL_SOCKET_INLINE", "NCCL_SOCKET_MIN_TASKSIZE",
-                          "NCCL_SOCKET_SNDBUF", "NCCL_SOCKET_RCVBUF"})
+                          "RAILNET_SOCKET_MIN_TASKSIZE", "NCCL_SOCKET_SNDBUF", "NCCL_SOCKET_RCVBUF"})
       env.unset(v);  // the defaults: the counts below depend on them
     ASSERT_EQ(net()->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
   }
-  // offer: leave the listener's handle as it is, or clear its flags (an older listener's)
-  void connect(bool clearOffer) {
+  // offer: leave the listener's handle as it is, or clear its offer of payloads on the
+  // control socket (an older listener's); between listen and connect, between() may change
+  // the connector's environment
+  void connect(bool clearOffer, const std::function<void()>& between = nullptr) {
     char handle[NCCL_NET_HANDLE_MAXSIZE];
     ASSERT_EQ(net()->listen(ctx, 0, handle, &lc), ncclSuccess);
-    if (clearOffer) memset(handle + offsetof(socketHandle, flags), 0, sizeof(uint32_t));
+    if (clearOffer) {
+      uint32_t flags;
+      memcpy(&flags, handle + offsetof(socketHandle, flags), sizeof(flags));
+      flags &= ~RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD;
+      memcpy(handle + offsetof(socketHandle, flags), &flags, sizeof(flags));
+    }
+    if (between) between();
     ASSERT_TRUE(netConnectPair(net(), ctx, 0, handle, lc, &sc, &rc));
   }
   void TearDown() override {
@@ -57,6 +66,7 @@ struct NetSocketCtrl : ::testing::Test {
     if (ctx) net()->finalize(ctx);
   }
   socketComm* S() { return (socketComm*)sc; }
+  socketComm* R() { return (socketComm*)rc; }
   void* isend(size_t size, int k) {
     out.emplace_back(size + 1, (char)(0x20 + k % 90));
     outSize.push_back(size);
@@ -222,16 +232,19 @@ TEST_F(NetSocketCtrl, ALaggingControlFlowSendsTheNextPayloadsOnTheDataSockets) {
 // takes, and every byte.
 TEST_F(NetSocketCtrl, PayloadsUpToTheLimitFollowTheirRecords) {
   connect(false);
-  const size_t sizes[] = {0, 128, 129, 4096, 65536, 65537, 300000};
+  const size_t sizes[] = {0, 128, 129, 4096, 65536, 65537, 300000, 2u << 20};
   std::vector<void*> sends, recvs;
-  for (int k = 0; k < 7; k++) {
+  for (int k = 0; k < 8; k++) {
     sends.push_back(isend(sizes[k], k));
     recvs.push_back(irecv(sizes[k] + 100, k));
   }
-  for (int k = 0; k < 7; k++)
+  for (int k = 0; k < 8; k++)
     EXPECT_EQ(((socketRequest*)sends[k])->onCtrl, sizes[k] > 128 && sizes[k] <= 65536) << sizes[k] << " bytes";
   finish(sends, recvs, 0);
-  EXPECT_EQ(tasksPosted(), 2u + 4u) << "65537 bytes: 64 KiB and 1 byte; 300000: one chunk per data socket";
+  // chunks of at least RAILNET_SOCKET_MIN_TASKSIZE (256 KiB), stated by the receiver
+  EXPECT_EQ(S()->minTask, 262144u);
+  EXPECT_EQ(tasksPosted(), 1u + 2u + 4u) << "65537 bytes: one chunk; 300000: 256 KiB and the rest; 2 MiB: one "
+                                            "chunk per data socket";
 }
 
 // A listener without the offer (an older railnet: zeros where the flags are): NCCL's layout.
@@ -273,7 +286,7 @@ TEST_F(NetSocketCtrl, InlineSizeZeroAndLargerThanTheLimit) {
     EXPECT_EQ(((socketRequest*)sends[k])->onCtrl, sizes[k] > 0 && sizes[k] <= 65536) << sizes[k] << " bytes";
   }
   finish(sends, recvs, 0);
-  EXPECT_EQ(tasksPosted(), 2u) << "65537 bytes: 64 KiB and 1 byte";
+  EXPECT_EQ(tasksPosted(), 1u) << "65537 bytes: one chunk (at least 256 KiB)";
   TearDown();
   sc = rc = lc = nullptr;
   ctx = nullptr;
@@ -296,14 +309,17 @@ TEST_F(NetSocketCtrl, InlineSizeZeroAndLargerThanTheLimit) {
   EXPECT_EQ(tasksPosted(), 1u) << "4097 bytes on a data socket";
 }
 
-// A peer that writes flags this comm never offers: an unknown bit, or the control-socket flag
-// on a message the receiver takes as inline (another NCCL_SOCKET_INLINE at the peer). The
-// receive fails with the WARN; nothing is read past the record as a payload.
+// A peer that writes flags this comm never offers, or where they cannot be: an unknown bit,
+// both the control-socket and the chunk-size flag (one says the payload is on the control
+// socket, the other on the data sockets), either flag on a message the receiver takes as
+// inline (another NCCL_SOCKET_INLINE at the peer). The receive fails with the WARN; nothing
+// is read past the record as a payload.
 TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
-  for (uint32_t flags : {2u, 3u, RAILNET_SOCKET_REC_ON_CTRL}) {
+  const uint32_t both = RAILNET_SOCKET_REC_ON_CTRL | RAILNET_SOCKET_REC_TASK_SIZE;
+  for (uint32_t flags : {4u, 0x80000000u, both, RAILNET_SOCKET_REC_ON_CTRL, RAILNET_SOCKET_REC_TASK_SIZE}) {
     connect(false);
     LogCapture cap;
-    size_t size = flags == RAILNET_SOCKET_REC_ON_CTRL ? 100 : 4096;  // 100: inline
+    size_t size = flags == RAILNET_SOCKET_REC_ON_CTRL || flags == RAILNET_SOCKET_REC_TASK_SIZE ? 100 : 4096;  // 100: inline
     void* s = isend(size, 0);
     ctrlRecord rec;
     memcpy(&rec, ((socketRequest*)s)->ctrl, sizeof(rec));  // posted, not sent yet: the peer's bytes
@@ -316,6 +332,103 @@ TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
     net()->closeRecv(rc);
     net()->closeListen(lc);
     sc = rc = lc = nullptr;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// The chunk size is the receiver's (RAILNET_SOCKET_MIN_TASKSIZE, stated in its handle): a
+// connector whose own settings differ (NCCL_SOCKET_MIN_TASKSIZE 16 KiB, its
+// RAILNET_SOCKET_MIN_TASKSIZE off) cuts by the receiver's 1 MiB and flags its records so, or
+// the bytes would land in the wrong places.
+TEST_F(NetSocketCtrl, TheReceiversChunkSizeBindsBothEnds) {
+  env.set("RAILNET_SOCKET_MIN_TASKSIZE", "1048576");
+  connect(false, [&] {
+    env.set("RAILNET_SOCKET_MIN_TASKSIZE", "0");
+    env.set("NCCL_SOCKET_MIN_TASKSIZE", "16384");
+  });
+  EXPECT_EQ(R()->statedTask, 1048576u);
+  EXPECT_EQ(S()->minTask, 1048576u);
+  const size_t sizes[] = {70000, (3u << 20) + 5, 5u << 20, 200000};
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 4; k++) {
+    sends.push_back(isend(sizes[k], k));
+    recvs.push_back(irecv(sizes[k], k));
+  }
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tasksPosted(), 1u + 4u + 4u + 1u) << "3 MiB + 5: 1 MiB chunks; 5 MiB: one per data socket";
+}
+
+// RAILNET_SOCKET_MIN_TASKSIZE=0 at the receiver states nothing: NCCL's rule, each end its own
+// NCCL_SOCKET_MIN_TASKSIZE (the same here: the default 64 KiB).
+TEST_F(NetSocketCtrl, NoChunkSizeStatedIsNcclsRule) {
+  env.set("RAILNET_SOCKET_MIN_TASKSIZE", "0");
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* l = nullptr;
+  ASSERT_EQ(net()->listen(ctx, 0, handle, &l), ncclSuccess);
+  socketHandle h;
+  memcpy(&h, handle, sizeof(h));
+  EXPECT_EQ(h.flags & RAILNET_SOCKET_HANDLE_TASK_SIZE, 0u);
+  net()->closeListen(l);
+  connect(false);
+  EXPECT_EQ(S()->minTask, 65536u);
+  EXPECT_EQ(S()->statedTask, 0u);
+  EXPECT_EQ(R()->statedTask, 0u);
+  std::vector<void*> sends{isend(300000, 0)}, recvs{irecv(300000, 0)};
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tasksPosted(), 4u) << "300000 bytes: one chunk per data socket";
+}
+
+// A receiver that stated no chunk size (RAILNET_SOCKET_MIN_TASKSIZE=0 at its listen) and a
+// sender that flags its record with the chunk-size flag anyway: the receive fails with the
+// WARN instead of cutting by a size nobody stated.
+TEST_F(NetSocketCtrl, AChunkSizeFlagNotOfferedFailsTheReceive) {
+  env.set("RAILNET_SOCKET_MIN_TASKSIZE", "0");
+  connect(false);
+  ASSERT_EQ(R()->statedTask, 0u);
+  S()->statedTask = 262144;  // the peer ignores the handle
+  LogCapture cap;
+  void* s = isend(300000, 0);
+  void* r = irecv(300000, 0);
+  EXPECT_EQ(receiveFailure(s, r), ncclRemoteError);
+  EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
+}
+
+// An older sender (it knows no chunk-size flag: records without it) and a receiver that
+// stated 256 KiB: the receiver cuts those messages by NCCL's rule, its own
+// NCCL_SOCKET_MIN_TASKSIZE, as the older sender does, and every byte arrives.
+TEST_F(NetSocketCtrl, AnOlderSendersRecordsAreCutByNcclsRule) {
+  connect(false);
+  ASSERT_EQ(R()->statedTask, 262144u);
+  S()->statedTask = 0;  // what an older sender does: no flag on its records ...
+  S()->minTask = 65536; // ... and its own NCCL_SOCKET_MIN_TASKSIZE
+  const size_t sizes[] = {70000, 300000, (1u << 20) + 7};
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 3; k++) {
+    sends.push_back(isend(sizes[k], k));
+    recvs.push_back(irecv(sizes[k], k));
+  }
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tasksPosted(), 2u + 4u + 4u) << "70000: 64 KiB and the rest; 300000 and 1 MiB: one per data socket";
+}
+
+// A handle that states a chunk size of 0 or above INT32_MAX is corrupt: connect refuses it
+// with a WARN, and nothing is connected.
+TEST_F(NetSocketCtrl, AHandleWithAnImpossibleChunkSizeIsRefused) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(net()->listen(ctx, 0, handle, &lc), ncclSuccess);
+  for (uint32_t bad : {0u, 0x80000000u, 0xffffffffu}) {
+    char copy[NCCL_NET_HANDLE_MAXSIZE];
+    memcpy(copy, handle, sizeof(copy));
+    memcpy(copy + offsetof(socketHandle, taskSize), &bad, sizeof(bad));
+    LogCapture cap;
+    void* s = nullptr;
+    ncclNetDeviceHandle_v12_t* dc = nullptr;
+    EXPECT_EQ(net()->connect(ctx, 0, copy, &s, &dc), ncclInvalidArgument) << bad;
+    EXPECT_EQ(s, nullptr);
+    EXPECT_TRUE(LogCapture::contains("chunk size")) << LogCapture::all();
   }
 }
 
