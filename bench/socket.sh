@@ -11,7 +11,8 @@
 #      namespaces (root); variants: zc0 (zero-copy off, RAILNET_SOCKET_ZEROCOPY=0, as the
 #      default's automatic mode ends up where the kernel copies; payloads up to
 #      RAILNET_SOCKET_CTRL_PAYLOAD on the control socket, the default), zc1 (zero-copy sends
-#      forced on), nccl (zero-copy off, NCCL's layout: RAILNET_SOCKET_CTRL_PAYLOAD=0);
+#      forced on), nccl (zero-copy off, NCCL's layout: RAILNET_SOCKET_CTRL_PAYLOAD=0 and
+#      RAILNET_SOCKET_MIN_TASKSIZE=0);
 #   2. the goals of the helper threads, from that table;
 #   3. 8-byte ping-pong through isend/irecv/test vs a raw TCP ping-pong between the same
 #      two processes;
@@ -77,7 +78,7 @@ for path in $PATHS; do
       for v in $VARIANTS; do
         case $v in
           zc1) vars="RAILNET_SOCKET_ZEROCOPY=1" ;;
-          nccl) vars="RAILNET_SOCKET_ZEROCOPY=0 RAILNET_SOCKET_CTRL_PAYLOAD=0" ;;
+          nccl) vars="RAILNET_SOCKET_ZEROCOPY=0 RAILNET_SOCKET_CTRL_PAYLOAD=0 RAILNET_SOCKET_MIN_TASKSIZE=0" ;;
           *) vars="RAILNET_SOCKET_ZEROCOPY=0" ;;
         esac
         [ "$nt" = 0 ] && [ "$v" = nccl ] && continue # no data sockets: the same as zc0
@@ -102,6 +103,7 @@ for path in $PATHS; do
           split(order[i], p, SUBSEP)
           if (p[1] == "iperf3") continue
           m = median(vals[order[i]])
+          if (ref <= 0) { printf "%-8s %-10s %10.1f %10s  %s\n", p[1], p[2], m, "n/a", vals[order[i]]; continue }
           printf "%-8s %-10s %10.1f %10.2f  %s\n", p[1], p[2], m, m / ref, vals[order[i]]
           print path, cfg, p[1], p[2], m, m / ref >> out
         }

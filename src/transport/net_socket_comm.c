@@ -28,8 +28,9 @@ static const railnetParam netSocketCommParams[] = {
                                          "Send large chunks on the data sockets with MSG_ZEROCOPY (no copy into the "
                                          "kernel; a request is done once the kernel released its pages): 0 off, 1 on, "
                                          "2 on until the kernel reports it copied anyway (loopback, veth)"),
-    [P_ZEROCOPY_MIN] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ZEROCOPY_MIN", 1 << 16, 1, INT32_MAX,
-                                             "Smallest send (bytes in one sendmsg) that uses MSG_ZEROCOPY"),
+    [P_ZEROCOPY_MIN] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ZEROCOPY_MIN", 1 << 16, 1, 1 << 19,
+                                             "Smallest send (bytes in one sendmsg, which moves at most 512 KiB) that "
+                                             "uses MSG_ZEROCOPY"),
     [P_CTRL_PAYLOAD] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_CTRL_PAYLOAD", 1 << 16, 0, 1 << 20,
                                              "With data sockets: a message larger than the inline size (NCCL_SOCKET_INLINE) "
                                              "and at most this many bytes sends its payload with its record on the control socket "

@@ -14,7 +14,6 @@
 #include "net_socket_connect.h"
 #include "conn_stage.h"
 #include "net_socket.h"
-#include <limits.h>
 #include "net_socket_comm.h"
 #include "net_socket_devices.h"
 #include "net_socket_types.h"
@@ -103,7 +102,7 @@ ncclResult_t railnetSocketCheckHandle(const void* handle) {
   }
   if ((h->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) && (h->taskSize == 0 || h->taskSize > INT32_MAX)) {
     WARN("NET/Socket : connect handle from %s states a chunk size of %u bytes (1 .. %d): the handle is corrupt or "
-         "not from this railnet version", a, h->taskSize, INT32_MAX);
+         "not from this railnet version; run the same railnet version on every rank", a, h->taskSize, INT32_MAX);
     return ncclInvalidArgument;
   }
   return ncclSuccess;

@@ -106,9 +106,11 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
     struct iovec iov[2 * CTRL_BATCH];
     socketRequest* reqs[CTRL_BATCH];
     size_t onCtrl[CTRL_BATCH];
-    int n = 0, nr = 0, payloads = 0, capped = 0;
+    int n = 0, nr = 0, payloads = 0, capped = 0; /* capped: the last payload goes in part (one call's bytes) */
     size_t want = 0;
-    for (socketRequest* r; !capped && nr < CTRL_BATCH && (r = ctrlHead(c, c->ctrlSeq + nr)) != NULL; nr++) {
+    for (socketRequest* r; !capped && nr < CTRL_BATCH && want < RAILNET_SOCKET_SYSCALL_BYTES &&
+                           (r = ctrlHead(c, c->ctrlSeq + nr)) != NULL;
+         nr++) {
       ctrlEventStart(c, r);
       reqs[nr] = r;
       onCtrl[nr] = payloadOnCtrl(r);
@@ -153,8 +155,8 @@ static __attribute__((noinline)) ncclResult_t ctrlSendBatch(socketComm* c, uint6
       return requestError(c, reqs[k < nr ? k : nr - 1], ncclRemoteError);
     }
     if (c->ctrlMax > 0) ctrlBehind(c, io.moved < want, payloads);
-    if (io.moved < want) return ncclSuccess;             /* the socket is full */
-    if (!capped && nr < CTRL_BATCH) return ncclSuccess;  /* all that waited went */
+    if (io.moved < want) return ncclSuccess;              /* the socket is full */
+    if (ctrlHead(c, c->ctrlSeq) == NULL) return ncclSuccess; /* all that waited went */
   }
 }
 

@@ -6,6 +6,7 @@
  * at a time (an atomic flag per socket) keeps each socket's byte stream in posting order.
  * Several queued chunks of one socket move in one sendmsg/recvmsg.
  */
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -294,10 +295,13 @@ static void zcWaitCheck(socketComm* c, int s, short revents) {
  * wake-up costs the sender's CPU an inter-processor wake-up over veth and loopback, and the
  * caller's thread takes what arrives in between anyway. Set while this thread owns the queue
  * (the tasks' offsets are the owner's); if the caller's thread takes some of those bytes
- * afterwards, the wait ends at poll()'s 10 ms at worst. Errors and a closed connection wake
- * poll() whatever the low-water mark. */
+ * afterwards, or owns the queue now (the last value stays), the wait ends at poll()'s 10 ms
+ * at worst, and the next pass sets it again. Errors and a closed connection wake poll()
+ * whatever the mark; the kernel (Linux 4.18 and later) keeps it within half the receive
+ * buffer, so a fixed NCCL_SOCKET_RCVBUF cannot make it unreachable. A kernel that refuses it
+ * (said once) leaves the socket at the default of 1. */
 static void queueLowat(socketComm* c, int s, taskQueue* q) {
-  if (__atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return;
+  if (q->lowat < 0 || __atomic_exchange_n(&q->owner, 1, __ATOMIC_ACQUIRE)) return;
   size_t want = 0;
   uint32_t tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
   for (uint32_t i = q->head; i != tail && want < RAILNET_SOCKET_SYSCALL_BYTES; i++) {
@@ -308,7 +312,13 @@ static void queueLowat(socketComm* c, int s, taskQueue* q) {
   int lowat = (int)(want > RAILNET_SOCKET_SYSCALL_BYTES ? RAILNET_SOCKET_SYSCALL_BYTES : want > 0 ? want : 1);
   if (lowat == q->lowat) return;
   q->lowat = lowat;
-  if (setsockopt(c->socks[s].fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0) q->lowat = -1;
+  if (setsockopt(c->socks[s].fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      INFO(NCCL_NET, "NET/Socket : setsockopt(SO_RCVLOWAT=%d) failed on data socket %d from %s: %s; helper threads "
+           "wake at every segment", lowat, s, c->peer, strerror(errno));
+    q->lowat = -1;
+  }
 }
 
 void* railnetSocketHelperMain(void* arg) {

@@ -75,7 +75,7 @@ typedef struct {
   uint64_t zcEarly[ZC_WINDOW / 64]; /* ids zcDone+1 .. zcDone+ZC_WINDOW-1 completed before zcDone (bit id % ZC_WINDOW) */
   int zcCopied;       /* the kernel copied zero-copy sends of this socket (said once) */
   int lowat;          /* receive comms: the socket's SO_RCVLOWAT as its helper thread last set it (0: not
-                         set, the kernel's 1; -1: setting it failed) */
+                         set, the kernel's 1; -1: the kernel refused it, not tried again) */
 } taskQueue;
 
 struct socketComm;

@@ -433,3 +433,52 @@ TEST_F(NetSocketCtrl, AHandleWithAnImpossibleChunkSizeIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// Once a receive's record has arrived and its payload is cut into chunks, the helper threads
+// move those chunks even if test() is never called on it again: they wait in poll() with
+// SO_RCVLOWAT set to the bytes their chunks still wait for (at most 512 KiB), and read them.
+TEST_F(NetSocketCtrl, HelpersFinishAReceiveThatIsNotTestedAgain) {
+  connect(false);
+  const size_t size = 6u << 20;  // 4 chunks of 1.5 MiB: each more than one low-water mark
+  void* r = irecv(size, 0);
+  void* s = isend(size, 0);
+  socketRequest* rr = (socketRequest*)r;
+  long long dl = netNowNs() + 30000000000LL;
+  int sdone = 0, rdone = 0, size0 = 0;
+  while (rr->state != REQ_DATA && netNowNs() < dl) {  // until the record is parsed: then no more test(r)
+    if (!sdone) {
+      ASSERT_EQ(net()->test(s, &sdone, nullptr), ncclSuccess);
+    }
+    ASSERT_EQ(net()->test(r, &rdone, &size0), ncclSuccess);
+    ASSERT_EQ(rdone, 0) << "done before its record was parsed";
+  }
+  ASSERT_EQ(rr->state, REQ_DATA);
+  ASSERT_EQ(rr->nTasks, 4);
+  auto allDone = [&] {
+    for (int i = 0; i < rr->nTasks; i++)
+      if (!__atomic_load_n(&R()->queues[rr->taskSock[i]].tasks[rr->taskIdx[i]].done, __ATOMIC_ACQUIRE)) return false;
+    return true;
+  };
+  while (!allDone() && netNowNs() < dl) {
+    if (!sdone) {
+      ASSERT_EQ(net()->test(s, &sdone, nullptr), ncclSuccess);
+    }
+  }
+  ASSERT_TRUE(allDone()) << "the helper threads did not finish the chunks in 30 s";
+  while (!sdone && netNowNs() < dl) ASSERT_EQ(net()->test(s, &sdone, nullptr), ncclSuccess);
+  ASSERT_EQ(net()->test(r, &rdone, &size0), ncclSuccess);
+  ASSERT_EQ(rdone, 1);
+  EXPECT_EQ((size_t)size0, size);
+  EXPECT_EQ(memcmp(in[0].data(), out[0].data(), size), 0);
+  for (int k = 0; k < R()->nSocks; k++) {
+    int lowat = 0;
+    socklen_t len = sizeof(lowat);
+    ASSERT_EQ(getsockopt(R()->socks[k].fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &len), 0);
+    EXPECT_GE(lowat, 1);
+    EXPECT_LE(lowat, 512 * 1024) << "data socket " << k;
+  }
+}
+
+}  // namespace

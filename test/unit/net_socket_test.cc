@@ -127,17 +127,26 @@ TEST_F(NetSocket, ControlStreamStagingKeepsEveryMessageWhole) {
 // One send or receive call moves at most RAILNET_SOCKET_SYSCALL_BYTES (512 KiB): a payload on
 // the control socket larger than that, or a burst of them that adds up to more, goes in
 // pieces, and no record of a later message may slip between two pieces. Without data sockets
-// (every payload on the control socket) and with 2 x 2 (payloads up to 64 KiB there, 16 of
-// them more than 512 KiB), many in flight: every byte and every size right.
+// (every payload on the control socket), with 2 x 2 and payloads up to 1 MiB on the control
+// socket, and with inline payloads of up to 600000 bytes (records and their inline bytes add
+// up past the cap: a call stops taking requests there), many in flight: every byte and every
+// size right.
 TEST_F(NetSocket, ControlStreamPayloadsLargerThanOneCallStayInOrder) {
-  for (const char* nt : {"0", "2"}) {
-    env.set("NCCL_SOCKET_NTHREADS", nt);
+  struct Cfg {
+    const char *threads, *ctrlPayload, *inl;
+  };
+  for (Cfg cfg : {Cfg{"0", nullptr, nullptr}, Cfg{"2", "1048576", nullptr}, Cfg{"0", nullptr, "600000"}}) {
+    env.set("NCCL_SOCKET_NTHREADS", cfg.threads);
     env.set("NCCL_NSOCKS_PERTHREAD", "2");
+    env.set("RAILNET_SOCKET_CTRL_PAYLOAD", cfg.ctrlPayload);
+    env.set("NCCL_SOCKET_INLINE", cfg.inl);
     NetPlan plan;
     const size_t cycle[] = {65536, 1, 524288 - 20, 700001, 65535, 200, (1 << 20) + 3, 65536, 0, 524288 + 1};
     for (int i = 0; i < 120; i++) plan.sizes.push_back(cycle[i % 10]);
     plan.inflight = NCCL_NET_MAX_REQUESTS;
-    EXPECT_EQ(transfer(plan), "") << nt << " threads";
+    EXPECT_EQ(transfer(plan), "") << cfg.threads << " threads, control payloads up to "
+                                  << (cfg.ctrlPayload ? cfg.ctrlPayload : "the default") << ", inline "
+                                  << (cfg.inl ? cfg.inl : "128");
   }
 }
 
