@@ -213,7 +213,6 @@ static long ctrlRead(socketComm* c, char* direct, size_t directLen, size_t* toDi
  * so never both); neither on a message the receiver takes as inline. */
 static int recordFlagsOffered(const socketComm* c, const ctrlRecord* rec) {
   uint32_t offered = (c->ctrlMax ? RAILNET_SOCKET_REC_ON_CTRL : 0u) | (c->statedTask ? RAILNET_SOCKET_REC_TASK_SIZE : 0u);
-  if (rec->flags == 0) return 1;
   if ((rec->flags & ~offered) != 0 || rec->size <= (uint64_t)c->inlineSize) return 0;
   return rec->flags != (RAILNET_SOCKET_REC_ON_CTRL | RAILNET_SOCKET_REC_TASK_SIZE);
 }
@@ -235,7 +234,7 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
          r->tag);
     return requestError(c, r, ncclInvalidUsage);
   }
-  if (!recordFlagsOffered(c, &rec)) {
+  if (rec.flags != 0 && !recordFlagsOffered(c, &rec)) {
     WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
          "comm did not offer (payloads on the control socket: %s; chunk size: %zu, 0 none; inline size %d): the peer "
          "is not this railnet version, sets another NCCL_SOCKET_INLINE, or is broken; run the same railnet with the "
@@ -244,7 +243,6 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
          c->peer, rec.flags, (unsigned long long)rec.size, c->ctrlMax ? "yes" : "no", c->statedTask, c->inlineSize);
     return requestError(c, r, ncclRemoteError);
   }
-  r->chunkMin = (rec.flags & RAILNET_SOCKET_REC_TASK_SIZE) ? c->statedTask : c->minTask;
   r->size = rec.size;
   r->onCtrl = rec.size > (uint64_t)c->inlineSize && (c->nSocks == 0 || (rec.flags & RAILNET_SOCKET_REC_ON_CTRL));
   r->ctrlLen += rec.size <= (uint64_t)c->inlineSize ? (int)rec.size : 0;

@@ -179,7 +179,13 @@ static void railnetSocketHelperWake(socketComm* c, int s, int stuck);
 void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) {
   size_t size = r->size;
   size_t task = (size + c->nSocks - 1) / c->nSocks;
-  if (task < r->chunkMin) task = r->chunkMin;
+  /* the smallest chunk: the receiver's stated one if the record says so (a send comm flags
+   * its records exactly when the receiver stated one, and then cuts by it: minTask), else
+   * this end's NCCL_SOCKET_MIN_TASKSIZE */
+  ctrlRecord rec;
+  memcpy(&rec, r->ctrl, sizeof(rec));
+  size_t min = (rec.flags & RAILNET_SOCKET_REC_TASK_SIZE) ? c->statedTask : c->minTask;
+  if (task < min) task = min;
   for (size_t off = 0; off < size; off += task) {
     int s = c->nextSock;
     c->nextSock = (c->nextSock + 1) % c->nSocks;

@@ -16,8 +16,9 @@ struct socketComm;
  * could (queue empty, or the socket would block), -1 if another thread owns the socket. A
  * failed socket fails the rest of its queue. */
 int railnetSocketQueueProgress(struct socketComm* c, int s);
-/* Cuts r's payload into tasks on the data sockets (at least NCCL_SOCKET_MIN_TASKSIZE bytes
- * each, round-robin from the comm's next socket, the same order on both ends); touched
+/* Cuts r's payload into tasks on the data sockets (at least the chunk size its record names:
+ * the receiver's RAILNET_SOCKET_MIN_TASKSIZE, or this end's NCCL_SOCKET_MIN_TASKSIZE; round-
+ * robin from the comm's next socket, the same order on both ends); touched
  * collects the sockets that got one. */
 struct socketRequest;
 void railnetSocketTasksPost(struct socketComm* c, struct socketRequest* r, uint64_t* touched);

@@ -72,7 +72,6 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     r->ctrlOffset = 0;
     r->recordParsed = op == NCCL_SOCKET_SEND;
     r->ctrlDataOffset = 0;
-    r->chunkMin = c->minTask; /* (a receive learns it from the record) */
     r->nTasks = 0;
     r->phandle = phandle;
     r->eh = NULL;

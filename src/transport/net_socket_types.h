@@ -109,8 +109,6 @@ typedef struct socketRequest {
   int onCtrl;         /* the payload (larger than inline) travels on the control socket: no data sockets, or
                          RAILNET_SOCKET_REC_ON_CTRL (send: chosen when posted; recv: from the record) */
   size_t ctrlDataOffset; /* payload moved on the control socket (onCtrl) */
-  size_t chunkMin;    /* the payload's chunks on the data sockets are at least this large (send: the comm's;
-                         recv: from the record's flags) */
   int taskSock[MAX_SOCKETS];
   int taskIdx[MAX_SOCKETS];
   int nTasks;
