@@ -3,7 +3,9 @@
 // socket while that socket keeps up; once it is full, new messages take the data sockets
 // (NCCL's layout) until it drains. The receiver offers it in its handle; a handle without the
 // offer (an older railnet) gets NCCL's layout, and a record flagged without the offer fails
-// the receive with a WARN. Both ends in this process, on loopback, 2 x 2 helper threads.
+// the receive with a WARN. And the chunk size a receiver states in its handle
+// (RAILNET_SOCKET_MIN_TASKSIZE), by which a sender that flags its records cuts; the helpers'
+// receive path. Both ends in this process, on loopback, 2 x 2 helper threads.
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
@@ -59,10 +61,14 @@ struct NetSocketCtrl : ::testing::Test {
     if (between) between();
     ASSERT_TRUE(netConnectPair(net(), ctx, 0, handle, lc, &sc, &rc));
   }
-  void TearDown() override {
+  void closeComms() {
     if (sc) net()->closeSend(sc);
     if (rc) net()->closeRecv(rc);
     if (lc) net()->closeListen(lc);
+    sc = rc = lc = nullptr;
+  }
+  void TearDown() override {
+    closeComms();
     if (ctx) net()->finalize(ctx);
   }
   socketComm* S() { return (socketComm*)sc; }
@@ -258,19 +264,27 @@ TEST_F(NetSocketCtrl, AHandleWithoutTheOfferGetsNcclsLayout) {
   EXPECT_EQ(tasksPosted(), 8u) << "every 4 KiB payload on a data socket";
 }
 
-// A receiver that did not offer it (RAILNET_SOCKET_CTRL_PAYLOAD=0 at its listen) and a sender
-// that flags its record anyway (a broken or foreign peer): the receive fails with a WARN,
-// never reads the payload as the next record.
-TEST_F(NetSocketCtrl, AFlaggedRecordNotOfferedFailsTheReceive) {
-  env.set("RAILNET_SOCKET_CTRL_PAYLOAD", "0");
-  connect(false);
-  ASSERT_EQ(S()->ctrlMax, 0u);
-  S()->ctrlMax = 65536;  // the peer ignores the handle
-  LogCapture cap;
-  void* s = isend(4096, 0);
-  void* r = irecv(4096, 0);
-  EXPECT_EQ(receiveFailure(s, r), ncclRemoteError);
-  EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
+// A receiver that did not offer a feature (RAILNET_SOCKET_CTRL_PAYLOAD=0, or
+// RAILNET_SOCKET_MIN_TASKSIZE=0, at its listen) and a sender that flags its record for it
+// anyway (a broken or foreign peer): the receive fails with a WARN, never reads the payload
+// as the next record nor cuts by a size nobody stated.
+TEST_F(NetSocketCtrl, AFlagTheReceiverDidNotOfferFailsTheReceive) {
+  for (bool ctrlPayload : {true, false}) {
+    const char* var = ctrlPayload ? "RAILNET_SOCKET_CTRL_PAYLOAD" : "RAILNET_SOCKET_MIN_TASKSIZE";
+    env.set(var, "0");
+    connect(false);
+    ASSERT_EQ(ctrlPayload ? S()->ctrlMax : R()->statedTask, 0u) << var;
+    if (ctrlPayload) S()->ctrlMax = 65536;  // the peer ignores the handle
+    else S()->statedTask = 262144;
+    LogCapture cap;
+    size_t size = ctrlPayload ? 4096 : 300000;
+    void* s = isend(size, 0);
+    void* r = irecv(size, 0);
+    EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << var;
+    EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
+    closeComms();
+    env.set(var, nullptr);
+  }
 }
 
 // Other inline sizes: 0 (every non-empty payload is larger than inline) and one larger than
@@ -328,10 +342,7 @@ TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
     void* r = irecv(size, 0);
     EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << "flags " << flags;
     EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
-    net()->closeSend(sc);
-    net()->closeRecv(rc);
-    net()->closeListen(lc);
-    sc = rc = lc = nullptr;
+    closeComms();
   }
 }
 
@@ -379,21 +390,6 @@ TEST_F(NetSocketCtrl, NoChunkSizeStatedIsNcclsRule) {
   std::vector<void*> sends{isend(300000, 0)}, recvs{irecv(300000, 0)};
   finish(sends, recvs, 0);
   EXPECT_EQ(tasksPosted(), 4u) << "300000 bytes: one chunk per data socket";
-}
-
-// A receiver that stated no chunk size (RAILNET_SOCKET_MIN_TASKSIZE=0 at its listen) and a
-// sender that flags its record with the chunk-size flag anyway: the receive fails with the
-// WARN instead of cutting by a size nobody stated.
-TEST_F(NetSocketCtrl, AChunkSizeFlagNotOfferedFailsTheReceive) {
-  env.set("RAILNET_SOCKET_MIN_TASKSIZE", "0");
-  connect(false);
-  ASSERT_EQ(R()->statedTask, 0u);
-  S()->statedTask = 262144;  // the peer ignores the handle
-  LogCapture cap;
-  void* s = isend(300000, 0);
-  void* r = irecv(300000, 0);
-  EXPECT_EQ(receiveFailure(s, r), ncclRemoteError);
-  EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
 }
 
 // An older sender (it knows no chunk-size flag: records without it) and a receiver that
