@@ -10,6 +10,12 @@
  *   socket_bench lat [--iters N]
  *       8-byte ping-pong through isend/irecv/test vs a raw TCP ping-pong of 8 bytes
  *       between the same two processes; prints both and the ratio
+ *   socket_bench tcp [--sizes LIST] [--seconds S] [--streams N] [--host ADDR] [--recv-netns NS]
+ *       the reference for bw with the same buffers: the kernel's TCP over N streams, one
+ *       thread per side, each message's bytes split over the streams, each stream walking
+ *       its share (at least 128 KiB) of one buffer per side in calls of at most 512 KiB; the
+ *       sender connects to ADDR (default 127.0.0.1), the receiver (a child process, in
+ *       network namespace NS with --recv-netns) listens on every address; prints MB/s per size
  *   socket_bench rtt1 [--iters N]
  *       one process, both ends, lock-step 8-byte round trips on loopback (for
  *       valgrind --tool=callgrind --toggle-collect=benchRoundTrips)
@@ -21,6 +27,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -136,12 +143,19 @@ static void enterNetns(const char* name) {
   close(fd);
 }
 
-static int bw(const char* sizesStr, double seconds, int inflight, int bufs, const char* recvNetns) {
-  size_t sizes[32];
+static int parseSizes(const char* sizesStr, size_t sizes[32]) {
   int n = 0;
   char tmp[512];
   snprintf(tmp, sizeof(tmp), "%s", sizesStr);
   for (char* t = strtok(tmp, " ,"); t && n < 32; t = strtok(NULL, " ,")) sizes[n++] = strtoull(t, NULL, 0);
+  for (int i = 0; i < n; i++)
+    if (sizes[i] < 64) die("--sizes: every size must be at least 64 bytes");
+  return n;
+}
+
+static int bw(const char* sizesStr, double seconds, int inflight, int bufs, const char* recvNetns) {
+  size_t sizes[32];
+  int n = parseSizes(sizesStr, sizes);
   size_t maxSize = 0;
   for (int i = 0; i < n; i++) maxSize = sizes[i] > maxSize ? sizes[i] : maxSize;
   int toParent[2], toChild[2];
@@ -193,6 +207,148 @@ static int bw(const char* sizesStr, double seconds, int inflight, int bufs, cons
   CK(net->closeSend(sc));
   int st;
   waitpid(pid, &st, 0);
+  free(buf);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ kernel TCP, same buffers */
+
+/* The kernel's TCP as a reference with the buffers the bw mode uses: `streams` connections,
+ * one thread per side (as iperf3), every message's bytes split over the streams as the
+ * transport splits them, each stream walking its share of one message-sized buffer in
+ * calls of at most 512 KiB (a share is at least 128 KiB, iperf3's buffer). iperf3 reuses
+ * one 128 KiB buffer per stream, which stays in cache; from messages larger than the cache
+ * this reference pays for cold memory, as the transport does. */
+#define TCP_CALL_BYTES (512 * 1024)
+#define TCP_MIN_SHARE (128 * 1024)
+
+struct tcpStream {
+  int fd;
+  size_t off, len; /* this stream's share of the buffer */
+  size_t pos;      /* next byte within the share */
+};
+
+/* Stream i's share: its part of the message, at least iperf3's 128 KiB (so that small
+ * messages are not small calls); the buffer holds every share. */
+static size_t tcpShare(int streams, size_t size) {
+  size_t share = (size + streams - 1) / streams;
+  return share > TCP_MIN_SHARE ? share : TCP_MIN_SHARE;
+}
+
+static void tcpShares(struct tcpStream* st, int streams, size_t size) {
+  size_t share = tcpShare(streams, size);
+  for (int i = 0; i < streams; i++) {
+    st[i].off = share * i;
+    st[i].len = share;
+    st[i].pos = 0;
+  }
+}
+
+/* One poll round over the streams: send (or receive) one call's worth on each ready one.
+ * Returns the bytes moved; -1 when every stream saw its end (receiver). */
+static long tcpPump(struct tcpStream* st, int streams, char* buf, int sending) {
+  struct pollfd p[64];
+  int n = 0;
+  for (int i = 0; i < streams; i++) {
+    p[i].fd = st[i].len ? st[i].fd : -1;
+    p[i].events = sending ? POLLOUT : POLLIN;
+    n += st[i].len && st[i].fd >= 0;
+  }
+  if (n == 0) return -1;
+  if (poll(p, streams, 1000) < 0) die("tcp: poll");
+  long moved = 0;
+  for (int i = 0; i < streams; i++) {
+    if (p[i].fd < 0 || p[i].revents == 0) continue;
+    size_t want = st[i].len - st[i].pos;
+    if (want > TCP_CALL_BYTES) want = TCP_CALL_BYTES;
+    char* at = buf + st[i].off + st[i].pos;
+    ssize_t got = sending ? send(st[i].fd, at, want, MSG_DONTWAIT) : recv(st[i].fd, at, want, MSG_DONTWAIT);
+    if (got == 0 && !sending) {
+      close(st[i].fd);
+      st[i].fd = -1;
+      continue;
+    }
+    if (got < 0) continue; /* EAGAIN */
+    st[i].pos = (st[i].pos + got) % st[i].len;
+    moved += got;
+  }
+  return moved;
+}
+
+static void tcpReceiver(int wfd, int rfd, size_t maxSize, int streams) {
+  int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  socklen_t alen = sizeof(a);
+  if (bind(l, (struct sockaddr*)&a, sizeof(a)) || listen(l, 64) || getsockname(l, (struct sockaddr*)&a, &alen))
+    die("tcp: listen");
+  int port = ntohs(a.sin_port);
+  if (write(wfd, &port, sizeof(port)) != sizeof(port)) die("pipe");
+  size_t bytes = tcpShare(streams, maxSize) * streams;
+  char* buf = malloc(bytes);
+  memset(buf, 0, bytes);
+  size_t size;
+  while (read(rfd, &size, sizeof(size)) == sizeof(size)) {
+    struct tcpStream st[64];
+    tcpShares(st, streams, size);
+    for (int i = 0; i < streams; i++)
+      if ((st[i].fd = accept(l, NULL, NULL)) < 0) die("tcp: accept");
+    size_t total = 0;
+    double start = 0;
+    for (long got; (got = tcpPump(st, streams, buf, 0)) >= 0;) {
+      if (got > 0 && start == 0) start = now(); /* from the first byte: not the connection setup */
+      total += got;
+    }
+    double mbps = start > 0 ? total / (now() - start) / 1e6 : 0;
+    if (write(wfd, &mbps, sizeof(mbps)) != sizeof(mbps)) die("pipe");
+  }
+  close(l);
+  free(buf);
+}
+
+static int tcp(const char* sizesStr, double seconds, int streams, const char* host, const char* recvNetns) {
+  size_t sizes[32];
+  int n = parseSizes(sizesStr, sizes);
+  size_t maxSize = 0;
+  for (int i = 0; i < n; i++) maxSize = sizes[i] > maxSize ? sizes[i] : maxSize;
+  int toParent[2], toChild[2];
+  if (pipe(toParent) || pipe(toChild)) die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(toParent[0]);
+    close(toChild[1]);
+    if (recvNetns) enterNetns(recvNetns);
+    tcpReceiver(toParent[1], toChild[0], maxSize, streams);
+    _exit(0);
+  }
+  close(toParent[1]);
+  close(toChild[0]);
+  int port;
+  if (read(toParent[0], &port, sizeof(port)) != sizeof(port)) die("receiver did not start");
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) die("--host: not an IPv4 address");
+  size_t bytes = tcpShare(streams, maxSize) * streams;
+  char* buf = malloc(bytes);
+  memset(buf, 7, bytes);
+  printf("%-10s %10s %12s\n", "#bytes", "#streams", "BW MB/s");
+  for (int k = 0; k < n; k++) {
+    if (write(toChild[1], &sizes[k], sizeof(sizes[k])) != sizeof(sizes[k])) die("pipe");
+    struct tcpStream st[64];
+    tcpShares(st, streams, sizes[k]);
+    for (int i = 0; i < streams; i++) {
+      st[i].fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(st[i].fd, (struct sockaddr*)&a, sizeof(a)) != 0) die("tcp: connect");
+    }
+    double t0 = now();
+    while (now() - t0 < seconds) tcpPump(st, streams, buf, 1);
+    for (int i = 0; i < streams; i++) close(st[i].fd);
+    double mbps;
+    if (read(toParent[0], &mbps, sizeof(mbps)) != sizeof(mbps)) die("receiver died");
+    printf("%-10zu %10d %12.1f\n", sizes[k], streams, mbps);
+    fflush(stdout);
+  }
+  close(toChild[1]);
+  waitpid(pid, NULL, 0);
   free(buf);
   return 0;
 }
@@ -329,13 +485,13 @@ static int rtt1(int iters) {
 int main(int argc, char** argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
     printf("usage: socket_bench bw [--sizes LIST] [--seconds S] [--inflight N] [--bufs N] [--recv-netns NS] | lat [--iters N] |"
-           " rtt1 [--iters N]\n");
+           " rtt1 [--iters N] |\n       tcp [--sizes LIST] [--seconds S] [--streams N] [--host ADDR] [--recv-netns NS]\n");
     return argc < 2;
   }
   const char* sizes = "4096 65536 1048576 4194304 16777216 67108864";
   double seconds = 1;
-  int inflight = 4, iters = 20000, bufs = 0;
-  const char* recvNetns = NULL;
+  int inflight = 4, iters = 20000, bufs = 0, streams = 1;
+  const char *recvNetns = NULL, *host = "127.0.0.1";
   for (int i = 2; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--sizes") == 0) sizes = argv[i + 1];
     else if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
@@ -343,15 +499,19 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "--bufs") == 0) bufs = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--recv-netns") == 0) recvNetns = argv[i + 1];
+    else if (strcmp(argv[i], "--streams") == 0) streams = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--host") == 0) host = argv[i + 1];
     else die("unknown option (see --help)");
   }
   if (inflight < 1 || inflight > 32) die("--inflight must be 1..32");
   if (bufs == 0) bufs = inflight;
   if (bufs < 1 || bufs > inflight) die("--bufs must be 1..inflight");
+  if (streams < 1 || streams > 64) die("--streams must be 1..64");
   signal(SIGPIPE, SIG_IGN);
   if (strcmp(argv[1], "bw") == 0) return bw(sizes, seconds, inflight, bufs, recvNetns);
   if (strcmp(argv[1], "lat") == 0) return lat(iters);
   if (strcmp(argv[1], "rtt1") == 0) return rtt1(iters);
+  if (strcmp(argv[1], "tcp") == 0) return tcp(sizes, seconds, streams, host, recvNetns);
   die("unknown mode");
   return 1;
 }
