@@ -14,7 +14,7 @@
 #include "param.h"
 #include "net_prof.h"
 
-enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD, P_TASK_SIZE };
+enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD, P_TASK_SIZE, P_BALANCE };
 static const railnetParam netSocketCommParams[] = {
     [P_INLINE] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_INLINE", 128, 0, 1 << 20,
                                        "Messages up to this size travel inside the control record"),
@@ -44,6 +44,12 @@ static const railnetParam netSocketCommParams[] = {
                                           "both ends cut by it (fewer, larger system calls per message than NCCL's 64 "
                                           "KiB with many sockets); 0 keeps NCCL's rule (each end its own "
                                           "NCCL_SOCKET_MIN_TASKSIZE)"),
+    [P_BALANCE] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_BALANCE", 1, 0, 1,
+                                        "With data sockets, when both ends are railnet with it on: a message whose "
+                                        "chunks take fewer sockets than the comm has goes to the consecutive sockets "
+                                        "with the fewest bytes still to send (a slow or congested connection gets "
+                                        "fewer chunks), the first one named in its record; 0 keeps NCCL's "
+                                        "round-robin"),
 };
 RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
 
@@ -55,6 +61,10 @@ uint32_t railnetSocketTaskSizeOffer(void) {
   int64_t own = railnetParamInt(&netSocketCommParams[P_TASK_SIZE]);
   int64_t nccl = railnetParamInt(&netSocketCommParams[P_MIN_TASK]);
   return own == 0 ? 0 : (uint32_t)(own > nccl ? own : nccl);
+}
+
+int railnetSocketBalance(void) {
+  return (int)railnetParamInt(&netSocketCommParams[P_BALANCE]);
 }
 
 static void setTimeouts(int fd) {

@@ -209,12 +209,16 @@ static long ctrlRead(socketComm* c, char* direct, size_t directLen, size_t* toDi
 }
 
 /* Whether the record's flags are ones this receive comm offered, on a message they fit: a
- * payload on the control socket, or one cut by the stated chunk size (on the data sockets,
- * so never both); neither on a message the receiver takes as inline. */
+ * payload on the control socket, or one on the data sockets cut by the stated chunk size and
+ * starting on a socket it names (one of this comm's); none on a message the receiver takes
+ * as inline. */
 static int recordFlagsOffered(const socketComm* c, const ctrlRecord* rec) {
-  uint32_t offered = (c->ctrlMax ? RAILNET_SOCKET_REC_ON_CTRL : 0u) | (c->statedTask ? RAILNET_SOCKET_REC_TASK_SIZE : 0u);
+  uint32_t offered = (c->ctrlMax ? RAILNET_SOCKET_REC_ON_CTRL : 0u) | (c->statedTask ? RAILNET_SOCKET_REC_TASK_SIZE : 0u) |
+                     (c->firstSock ? RAILNET_SOCKET_REC_FIRST_SOCK | 0xffu << RAILNET_SOCKET_REC_SOCK_SHIFT : 0u);
   if ((rec->flags & ~offered) != 0 || rec->size <= (uint64_t)c->inlineSize) return 0;
-  return rec->flags != (RAILNET_SOCKET_REC_ON_CTRL | RAILNET_SOCKET_REC_TASK_SIZE);
+  if (rec->flags & RAILNET_SOCKET_REC_ON_CTRL) return rec->flags == RAILNET_SOCKET_REC_ON_CTRL;
+  if (!(rec->flags & RAILNET_SOCKET_REC_FIRST_SOCK)) return RAILNET_SOCKET_REC_SOCK(rec->flags) == 0;
+  return (int)RAILNET_SOCKET_REC_SOCK(rec->flags) < c->nSocks;
 }
 
 /* The sender's record of r is in r->ctrl: check it against the posted receive. */
@@ -236,11 +240,12 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
   }
   if (rec.flags != 0 && !recordFlagsOffered(c, &rec)) {
     WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
-         "comm did not offer (payloads on the control socket: %s; chunk size: %zu, 0 none; inline size %d): the peer "
-         "is not this railnet version, sets another NCCL_SOCKET_INLINE, or is broken; run the same railnet with the "
-         "same NCCL_SOCKET_INLINE at both ends (or set RAILNET_SOCKET_CTRL_PAYLOAD=0 and RAILNET_SOCKET_MIN_TASKSIZE=0 "
-         "at both)",
-         c->peer, rec.flags, (unsigned long long)rec.size, c->ctrlMax ? "yes" : "no", c->statedTask, c->inlineSize);
+         "comm did not offer (payloads on the control socket: %s; chunk size: %zu, 0 none; first socket named: %s, "
+         "of %d; inline size %d): the peer is not this railnet version, sets another NCCL_SOCKET_INLINE, or is "
+         "broken; run the same railnet with the same NCCL_SOCKET_INLINE at both ends (or set "
+         "RAILNET_SOCKET_CTRL_PAYLOAD=0, RAILNET_SOCKET_MIN_TASKSIZE=0 and RAILNET_SOCKET_BALANCE=0 at both)",
+         c->peer, rec.flags, (unsigned long long)rec.size, c->ctrlMax ? "yes" : "no", c->statedTask,
+         c->firstSock ? "yes" : "no", c->nSocks, c->inlineSize);
     return requestError(c, r, ncclRemoteError);
   }
   r->size = rec.size;

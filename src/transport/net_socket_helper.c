@@ -120,6 +120,7 @@ static long queueOnce(socketComm* c, int s, taskQueue* q, uint32_t tail, int* fu
            "RLIMIT_MEMLOCK): zero-copy off for this socket", s, c->peer);
   }
   q->zcNext += (uint32_t)io.zcSends;
+  if (c->firstSock && c->isSend) __atomic_fetch_add(&q->moved, (uint64_t)io.moved, __ATOMIC_RELAXED); /* balance */
   size_t left = io.moved;
   while (left > 0) {
     socketTask* t = &q->tasks[q->head % TASK_QUEUE_LEN];
@@ -176,19 +177,19 @@ static int queueEmpty(socketComm* c, int s) {
 
 static void railnetSocketHelperWake(socketComm* c, int s, int stuck);
 
+size_t railnetSocketTaskSize(const socketComm* c, size_t size, uint32_t flags) {
+  size_t task = (size + c->nSocks - 1) / c->nSocks;
+  size_t min = (flags & RAILNET_SOCKET_REC_TASK_SIZE) ? c->statedTask : c->minTask;
+  return task < min ? min : task;
+}
+
 void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) {
   size_t size = r->size;
-  size_t task = (size + c->nSocks - 1) / c->nSocks;
-  /* the smallest chunk: the receiver's stated one if the record says so (a send comm flags
-   * its records exactly when the receiver stated one, and then cuts by it: minTask), else
-   * this end's NCCL_SOCKET_MIN_TASKSIZE */
-  ctrlRecord rec;
+  ctrlRecord rec; /* the chunk size and the first socket, as the record says */
   memcpy(&rec, r->ctrl, sizeof(rec));
-  size_t min = (rec.flags & RAILNET_SOCKET_REC_TASK_SIZE) ? c->statedTask : c->minTask;
-  if (task < min) task = min;
+  size_t task = railnetSocketTaskSize(c, size, rec.flags);
+  int s = (rec.flags & RAILNET_SOCKET_REC_FIRST_SOCK) ? (int)RAILNET_SOCKET_REC_SOCK(rec.flags) : c->nextSock;
   for (size_t off = 0; off < size; off += task) {
-    int s = c->nextSock;
-    c->nextSock = (c->nextSock + 1) % c->nSocks;
     taskQueue* q = &c->queues[s];
     int slot = (int)(q->tail % TASK_QUEUE_LEN);
     socketTask* t = &q->tasks[slot];
@@ -207,7 +208,9 @@ void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) 
     r->taskIdx[r->nTasks] = slot;
     r->nTasks++;
     *touched |= 1ull << s;
+    s = (s + 1) % c->nSocks;
   }
+  c->nextSock = s;
   __atomic_fetch_add(&c->posted, 1, __ATOMIC_RELAXED);
 }
 

@@ -3,6 +3,7 @@
  */
 #ifndef RAILNET_NET_SOCKET_HELPER_H
 #define RAILNET_NET_SOCKET_HELPER_H
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -16,9 +17,13 @@ struct socketComm;
  * could (queue empty, or the socket would block), -1 if another thread owns the socket. A
  * failed socket fails the rest of its queue. */
 int railnetSocketQueueProgress(struct socketComm* c, int s);
-/* Cuts r's payload into tasks on the data sockets (at least the chunk size its record names:
- * the receiver's RAILNET_SOCKET_MIN_TASKSIZE, or this end's NCCL_SOCKET_MIN_TASKSIZE; round-
- * robin from the comm's next socket, the same order on both ends); touched
+/* The chunk size of a payload of `size` bytes on the data sockets whose record has `flags`:
+ * an even share of the sockets, at least the smallest chunk (the receiver's stated one,
+ * RAILNET_SOCKET_REC_TASK_SIZE, else this end's NCCL_SOCKET_MIN_TASKSIZE). */
+size_t railnetSocketTaskSize(const struct socketComm* c, size_t size, uint32_t flags);
+/* Cuts r's payload into tasks on consecutive data sockets, from the one its record names
+ * (RAILNET_SOCKET_REC_FIRST_SOCK) or else the comm's next socket (NCCL's round-robin); the
+ * comm's next socket is then the one after the last (the same on both ends). touched
  * collects the sockets that got one. */
 struct socketRequest;
 void railnetSocketTasksPost(struct socketComm* c, struct socketRequest* r, uint64_t* touched);

@@ -2,16 +2,17 @@
  * The Socket data path (net_socket_p2p.h). Each message first sends a control record
  * (size, tag, and the payload itself when it is at most NCCL_SOCKET_INLINE bytes) on the
  * control socket (net_socket_ctrl.c); larger payloads are cut into tasks of at least
- * NCCL_SOCKET_MIN_TASKSIZE bytes spread round-robin over the data sockets
- * (net_socket_helper.c), or sent on the control socket when there are none or (sendLayout)
- * the record says so. Both ends cut and assign in the same order, so no per-chunk header is
- * needed. test() drives both.
+ * NCCL_SOCKET_MIN_TASKSIZE bytes spread round-robin over the data sockets, or from the
+ * socket the record names (net_socket_helper.c), or sent on the control socket when there are
+ * none or (sendLayout) the record says so. Both ends cut and assign in the same order, so no
+ * per-chunk header is needed. test() drives both.
  */
 #include <limits.h>
 #include <string.h>
 #include "net_socket_p2p.h"
 #include "net_socket_ctrl.h"
 #include "net_socket_helper.h"
+#include "net_socket_balance.h"
 #include "net_socket_types.h"
 #include "net_prof.h"
 
@@ -35,7 +36,8 @@ static int tasksProgress(socketComm* c, socketRequest* r) {
 
 /* A send's payload larger than inline follows its record when there are no data sockets, or
  * (offered by the receiver) when it is small and the control socket keeps up: one sendmsg
- * for a burst; once that socket fell behind, the next ones take the data sockets. */
+ * for a burst; once that socket fell behind, the next ones take the data sockets. There the
+ * record names the chunk size and the first socket as the receiver offered. */
 static void sendLayout(socketComm* c, socketRequest* r, ctrlRecord* rec) {
   if (c->nSocks == 0) {
     r->onCtrl = r->size > 0;
@@ -44,7 +46,12 @@ static void sendLayout(socketComm* c, socketRequest* r, ctrlRecord* rec) {
     if (!r->onCtrl) c->ctrlSpill--;
     rec->flags = r->onCtrl ? RAILNET_SOCKET_REC_ON_CTRL : 0;
   }
-  if (!r->onCtrl && r->size > 0 && c->statedTask > 0) rec->flags |= RAILNET_SOCKET_REC_TASK_SIZE;
+  if (r->onCtrl || r->size == 0) return;
+  if (c->statedTask > 0) rec->flags |= RAILNET_SOCKET_REC_TASK_SIZE;
+  if (c->firstSock) {
+    int s = railnetSocketChooseFirst(c, r->size, railnetSocketTaskSize(c, r->size, rec->flags));
+    rec->flags |= RAILNET_SOCKET_REC_FIRST_SOCK | (uint32_t)s << RAILNET_SOCKET_REC_SOCK_SHIFT;
+  }
 }
 
 static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void* phandle,

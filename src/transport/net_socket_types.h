@@ -68,6 +68,16 @@ typedef struct {
   uint32_t head;      /* next to move; moved only by the socket's owner */
   uint32_t doneHead;  /* oldest not done: tasks in [doneHead, head) wait for zero-copy completions */
   int owner;          /* atomic: 1 while one thread (a helper or the caller's) moves this socket */
+  /* send comms that choose each message's first socket (firstSock); all but moved belong to
+   * the caller's thread (railnetSocketChooseFirst) */
+  uint64_t planned;   /* payload bytes of the messages posted so far given to this socket */
+  uint64_t moved;     /* atomic: payload bytes the socket's owners handed to the kernel */
+  uint64_t acked;     /* of those, the peer had acknowledged these when last read (moved - SIOCOUTQ) */
+  uint64_t ackedSeen; /* acked at seenNs, the start of the rate's interval */
+  uint64_t seenNs;
+  int seenBusy;       /* the socket had bytes to deliver at seenNs */
+  double rate;        /* bytes per ns it delivered between samples while busy (0: not measured yet) */
+  uint64_t ratedNs;   /* when rate was last measured */
   /* zero-copy sends (send comms; owned like head): */
   int zc;             /* send with MSG_ZEROCOPY now (SO_ZEROCOPY is set) */
   uint32_t zcNext;    /* completion id of the next zero-copy send */
@@ -135,6 +145,12 @@ typedef struct socketComm {
   size_t ctrlMax;     /* send: payloads of messages up to this size may go on the control socket (0: the
                          receiver did not offer it, or RAILNET_SOCKET_CTRL_PAYLOAD=0); recv: nonzero if the
                          listener offered it (records may be flagged RAILNET_SOCKET_REC_ON_CTRL) */
+  int balanceNext;    /* send, firstSock: the next data socket whose kernel state a choice reads */
+  int chooseFrom;     /* send, firstSock: the round-robin window's first socket for the next choice (nextSock
+                         moves only once a record is out) */
+  int firstSock;      /* send: the receiver offered RAILNET_SOCKET_HANDLE_FIRST_SOCK and RAILNET_SOCKET_BALANCE is on:
+                         each record names its first data socket, the one with the least backlog; recv: this comm
+                         offered it (records may be flagged RAILNET_SOCKET_REC_FIRST_SOCK) */
   int ctrlSpill;      /* send: this many of the next payloads that could go on the control socket take the
                          data sockets: it was found full, or behind (unsent bytes after a send) */
   int zcCopiedSaid;   /* atomic: the INFO that the kernel copies was logged for this comm */

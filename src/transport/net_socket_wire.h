@@ -25,6 +25,8 @@ extern "C" {
 #define RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD 1u /* records flagged RAILNET_SOCKET_REC_ON_CTRL */
 #define RAILNET_SOCKET_HANDLE_TASK_SIZE 2u    /* records flagged RAILNET_SOCKET_REC_TASK_SIZE: chunks of at least
                                                  taskSize bytes */
+#define RAILNET_SOCKET_HANDLE_FIRST_SOCK 4u   /* records flagged RAILNET_SOCKET_REC_FIRST_SOCK: the sender chooses the
+                                                 data socket of each message's first chunk */
 
 typedef struct {
   uint64_t handleMagic;  /* RAILNET_SOCKET_HANDLE_MAGIC: tells a railnet handle from garbage */
@@ -42,6 +44,13 @@ typedef struct {
 #define RAILNET_SOCKET_REC_TASK_SIZE 2u /* the payload (larger than NCCL_SOCKET_INLINE, on the data sockets) is cut
                                           into chunks of at least the handle's taskSize; without it, of at least
                                           the receiver's own NCCL_SOCKET_MIN_TASKSIZE (NCCL's rule) */
+#define RAILNET_SOCKET_REC_FIRST_SOCK 4u /* the payload (on the data sockets) starts on data socket
+                                           RAILNET_SOCKET_REC_SOCK(flags), its next chunks on the sockets after it
+                                           (modulo nSocks); without it, on the one after the previous message's
+                                           last chunk (NCCL's round-robin). Both ends continue from there */
+#define RAILNET_SOCKET_REC_SOCK_SHIFT 8 /* bits 8..15 of the flags: that socket's index (0 .. nSocks - 1); zero
+                                          without RAILNET_SOCKET_REC_FIRST_SOCK. Bits 16..31 are zero */
+#define RAILNET_SOCKET_REC_SOCK(flags) (((flags) >> RAILNET_SOCKET_REC_SOCK_SHIFT) & 0xffu)
 
 /* Control record at the start of each message: its size and tag, then the payload when it
  * is at most NCCL_SOCKET_INLINE bytes, flagged RAILNET_SOCKET_REC_ON_CTRL, or the comm has

@@ -12,6 +12,7 @@
 extern "C" {
 #include "railnet.h"
 #include "socket.h"
+#include "../../src/transport/net_socket_types.h"
 }
 
 namespace {
@@ -54,6 +55,9 @@ struct TwoHosts : ::testing::Test {
 
   // Called with the receiver's handle (hex) before the sender starts.
   std::function<void(const std::string& hex)> beforeSender;
+  // When set, the sender child runs this on its connected comm instead of sending the plan
+  // itself: "" on success, else what went wrong.
+  std::function<std::string(const ncclNet_t* net, void* sendComm, NetNsIo& io)> sendWith;
 
   // Receiver in a, sender in b; returns both children's output.
   struct Outcome {
@@ -95,7 +99,15 @@ struct TwoHosts : ::testing::Test {
       char handle[NCCL_NET_HANDLE_MAXSIZE];
       if (!netHandleFromHex(hex, handle)) return 12;
       std::string err;
-      int rc = netRunSender(net, ctx, 0, handle, plan, &err);
+      int rc;
+      if (sendWith) {
+        void* sc = netConnect(net, ctx, 0, handle, netNowNs() + 30000000000LL, &err);
+        if (sc != nullptr) err = sendWith(net, sc, io);
+        if (sc != nullptr) net->closeSend(sc);
+        rc = err.empty() ? 0 : 1;
+      } else {
+        rc = netRunSender(net, ctx, 0, handle, plan, &err);
+      }
       if (rc) io.say("ERR " + err);
       return rc;
     });
@@ -159,6 +171,44 @@ TEST_P(TwoHostsZc, PacketLossStillCompletesCorrectly) {
   NetNsResult c = b->exec("nft list table inet rnloss");
   EXPECT_NE(c.out.find("packets"), std::string::npos);
   EXPECT_EQ(c.out.find("packets 0 "), std::string::npos) << "no packet was dropped: " << c.out;
+}
+
+// One data connection much slower than the others (nftables polices the sender's data socket
+// 0 to 512 KB/s, dropping the rest, as a congested path would; its token bucket lets the
+// first 576 KB through at once): with RAILNET_SOCKET_BALANCE (the default) each message goes
+// to the sockets that would deliver it soonest, so that connection carries less than a
+// quarter of its round-robin share (48 of the 192 chunks), and every byte arrives.
+TEST_F(TwoHosts, ASlowConnectionGetsFewerChunks) {
+  NetPlan plan;
+  plan.sizes.assign(96, 512u << 10);  // 2 chunks of 256 KiB each on 4 data sockets
+  plan.inflight = 8;
+  sendWith = [&](const ncclNet_t* net, void* sc, NetNsIo& io) -> std::string {
+    socketComm* c = (socketComm*)sc;
+    struct sockaddr_in local;
+    socklen_t len = sizeof(local);
+    if (c->nSocks != 4 || getsockname(c->socks[0].fd, (struct sockaddr*)&local, &len) != 0) return "no data socket 0";
+    std::string police = "nft add table inet rnslow && nft add chain inet rnslow out '{ type filter hook output "
+                         "priority 0; }' && nft add rule inet rnslow out tcp sport " +
+                         std::to_string(ntohs(local.sin_port)) + " limit rate over 512 kbytes/second burst 65536 bytes drop";
+    if (system(police.c_str()) != 0) return "nft failed: " + police;
+    NetSideBuffers bufs;
+    std::string err = netRunSide(net, sc, true, plan, &bufs);
+    std::string t = "TAILS";
+    for (int s = 0; s < c->nSocks; s++) t += " " + std::to_string(c->queues[s].tail);
+    io.say(t + " FIRSTSOCK " + std::to_string(c->firstSock));
+    return err;
+  };
+  Outcome o = transfer(plan, ifEnv(2, 2));
+  ASSERT_TRUE(o.recv.success()) << o.recv.describe();
+  ASSERT_TRUE(o.send.success()) << o.send.describe();
+  size_t at = o.send.out.find("TAILS ");
+  ASSERT_NE(at, std::string::npos) << o.send.out;
+  unsigned t[4] = {0, 0, 0, 0}, first = 0;
+  ASSERT_EQ(sscanf(o.send.out.c_str() + at, "TAILS %u %u %u %u FIRSTSOCK %u", &t[0], &t[1], &t[2], &t[3], &first), 5);
+  EXPECT_EQ(first, 1u) << "the sender did not name first sockets";
+  EXPECT_EQ(t[0] + t[1] + t[2] + t[3], 192u);
+  EXPECT_LE(t[0] * 2, 192u / 4) << "the slow connection got " << t[0] << " of 192 chunks";
+  printf("chunks per data socket, socket 0 policed to 512 KB/s: %u %u %u %u\n", t[0], t[1], t[2], t[3]);
 }
 
 // The sender's link goes down mid-transfer: both ends fail within the bounded time

@@ -325,22 +325,32 @@ TEST_F(NetSocketCtrl, InlineSizeZeroAndLargerThanTheLimit) {
 
 // A peer that writes flags this comm never offers, or where they cannot be: an unknown bit,
 // both the control-socket and the chunk-size flag (one says the payload is on the control
-// socket, the other on the data sockets), either flag on a message the receiver takes as
-// inline (another NCCL_SOCKET_INLINE at the peer). The receive fails with the WARN; nothing
-// is read past the record as a payload.
+// socket, the other on the data sockets), the control-socket flag with a first socket, a
+// first socket this comm does not have, a socket index without its flag, any flag on a
+// message the receiver takes as inline (another NCCL_SOCKET_INLINE at the peer). The receive
+// fails with the WARN; nothing is read past the record as a payload.
 TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
   const uint32_t both = RAILNET_SOCKET_REC_ON_CTRL | RAILNET_SOCKET_REC_TASK_SIZE;
-  for (uint32_t flags : {4u, 0x80000000u, both, RAILNET_SOCKET_REC_ON_CTRL, RAILNET_SOCKET_REC_TASK_SIZE}) {
+  const uint32_t first = RAILNET_SOCKET_REC_FIRST_SOCK, shift = RAILNET_SOCKET_REC_SOCK_SHIFT;
+  struct Case {
+    uint32_t flags;
+    size_t size;  // 100: inline
+  };
+  for (Case c : {Case{8u, 4096}, Case{0x80000000u, 4096}, Case{both, 4096},
+                 Case{RAILNET_SOCKET_REC_ON_CTRL | first, 4096}, Case{first | 4u << shift, 4096},
+                 Case{first | RAILNET_SOCKET_REC_TASK_SIZE | 0xffu << shift, 4096},
+                 Case{RAILNET_SOCKET_REC_TASK_SIZE | 1u << shift, 4096}, Case{first | 1u << 16, 4096},
+                 Case{RAILNET_SOCKET_REC_ON_CTRL, 100}, Case{RAILNET_SOCKET_REC_TASK_SIZE, 100}, Case{first, 100}}) {
     connect(false);
+    ASSERT_EQ(R()->nSocks, 4);
     LogCapture cap;
-    size_t size = flags == RAILNET_SOCKET_REC_ON_CTRL || flags == RAILNET_SOCKET_REC_TASK_SIZE ? 100 : 4096;  // 100: inline
-    void* s = isend(size, 0);
+    void* s = isend(c.size, 0);
     ctrlRecord rec;
     memcpy(&rec, ((socketRequest*)s)->ctrl, sizeof(rec));  // posted, not sent yet: the peer's bytes
-    rec.flags = flags;
+    rec.flags = c.flags;
     memcpy(((socketRequest*)s)->ctrl, &rec, sizeof(rec));
-    void* r = irecv(size, 0);
-    EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << "flags " << flags;
+    void* r = irecv(c.size, 0);
+    EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << "flags " << std::hex << c.flags;
     EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
     closeComms();
   }
@@ -474,6 +484,70 @@ TEST_F(NetSocketCtrl, HelpersFinishAReceiveThatIsNotTestedAgain) {
     ASSERT_EQ(getsockopt(R()->socks[k].fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &len), 0);
     EXPECT_GE(lowat, 1);
     EXPECT_LE(lowat, 512 * 1024) << "data socket " << k;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Chunks per data socket of a comm: [s] = tasks posted on socket s so far.
+std::vector<uint32_t> tails(socketComm* c) {
+  std::vector<uint32_t> t;
+  for (int s = 0; s < c->nSocks; s++) t.push_back(c->queues[s].tail);
+  return t;
+}
+
+// RAILNET_SOCKET_BALANCE (default on): a message of fewer chunks than sockets goes to the
+// consecutive sockets that would deliver it soonest, the first named in its record, and the
+// receiver takes the chunks from there. Socket 0 looks, to the sender, like a connection that
+// stopped moving: a backlog that never drains, measured at the lowest rate. No chunk goes
+// there, on either end, and every byte arrives. (netns: a connection really slowed.)
+TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
+  connect(false);
+  ASSERT_EQ(S()->firstSock, 1);
+  ASSERT_EQ(R()->firstSock, 1);
+  S()->queues[0].planned += 64u << 20;
+  S()->queues[0].rate = 1e-6;  // bytes per ns: the least a measurement gives
+  S()->queues[0].ratedNs = railnetClockNs();
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 12; k++) {  // 512 KiB: 2 chunks of 256 KiB on 4 sockets
+    sends.push_back(isend(524288, k));
+    recvs.push_back(irecv(524288, k));
+  }
+  finish(sends, recvs, 0);
+  std::vector<uint32_t> s = tails(S()), r = tails(R());
+  EXPECT_EQ(s, r) << "both ends placed the chunks alike";
+  EXPECT_EQ(s[0], 0u) << "a chunk went to the socket with the backlog";
+  EXPECT_EQ(s[1] + s[2] + s[3], 24u);
+}
+
+// With the sender's RAILNET_SOCKET_BALANCE=0 (no socket in its records; the receiver, which
+// offered it, takes the round-robin order) or the receiver's (no offer in its handle: the
+// sender names none), the sockets get equal shares, NCCL's round-robin. With it on at both
+// ends the choice depends on measured rates: both ends still place every chunk alike.
+TEST_F(NetSocketCtrl, BalanceOffAtEitherEndIsRoundRobin) {
+  for (int mode = 0; mode < 3; mode++) {
+    if (mode == 2) env.set("RAILNET_SOCKET_BALANCE", "0");
+    connect(false, [&] { env.set("RAILNET_SOCKET_BALANCE", mode == 1 ? "0" : "1"); });
+    EXPECT_EQ(S()->firstSock, mode == 0 ? 1 : 0) << "mode " << mode;
+    EXPECT_EQ(R()->firstSock, mode == 2 ? 0 : 1) << "mode " << mode;
+    std::vector<void*> sends, recvs;
+    size_t first = out.size();
+    for (int k = 0; k < 8; k++) {  // one message at a time: each finds the others' chunks moved
+      sends.assign(1, isend(524288, k));
+      recvs.assign(1, irecv(524288, k));
+      finish(sends, recvs, first + k);
+    }
+    std::vector<uint32_t> s = tails(S()), r = tails(R());
+    EXPECT_EQ(s, r) << "mode " << mode;
+    if (mode > 0) {
+      EXPECT_EQ(s, std::vector<uint32_t>(4, 4)) << "mode " << mode;
+    } else {
+      EXPECT_EQ(s[0] + s[1] + s[2] + s[3], 16u);
+    }
+    closeComms();
+    env.unset("RAILNET_SOCKET_BALANCE");
   }
 }
 
