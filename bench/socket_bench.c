@@ -143,21 +143,31 @@ static void enterNetns(const char* name) {
   close(fd);
 }
 
-static int parseSizes(const char* sizesStr, size_t sizes[32]) {
+/* The sizes of --sizes (at most 32), their count, and in *maxSize the largest. */
+static int parseSizes(const char* sizesStr, size_t sizes[32], size_t* maxSize) {
   int n = 0;
   char tmp[512];
   snprintf(tmp, sizeof(tmp), "%s", sizesStr);
   for (char* t = strtok(tmp, " ,"); t && n < 32; t = strtok(NULL, " ,")) sizes[n++] = strtoull(t, NULL, 0);
-  for (int i = 0; i < n; i++)
+  *maxSize = 0;
+  for (int i = 0; i < n; i++) {
     if (sizes[i] < 64) die("--sizes: every size must be at least 64 bytes");
+    if (sizes[i] > *maxSize) *maxSize = sizes[i];
+  }
   return n;
 }
 
-static int bw(const char* sizesStr, double seconds, int inflight, int bufs, const char* recvNetns) {
-  size_t sizes[32];
-  int n = parseSizes(sizesStr, sizes);
-  size_t maxSize = 0;
-  for (int i = 0; i < n; i++) maxSize = sizes[i] > maxSize ? sizes[i] : maxSize;
+/* What a receiving process runs: its pipe ends to (wfd) and from (rfd) the sender. */
+struct receiverArgs {
+  size_t maxSize;
+  int inflight, bufs, streams;
+};
+typedef void (*receiverFn)(int wfd, int rfd, const struct receiverArgs* a);
+
+/* Forks the receiving process (inside network namespace recvNetns if given) running fn; the
+ * sender's ends of the two pipes go to *fromReceiver and *toReceiver. */
+static pid_t forkReceiver(const char* recvNetns, receiverFn fn, const struct receiverArgs* a, int* fromReceiver,
+                          int* toReceiver) {
   int toParent[2], toChild[2];
   if (pipe(toParent) || pipe(toChild)) die("pipe");
   pid_t pid = fork();
@@ -165,12 +175,27 @@ static int bw(const char* sizesStr, double seconds, int inflight, int bufs, cons
     close(toParent[0]);
     close(toChild[1]);
     if (recvNetns) enterNetns(recvNetns);
-    load();
-    bwReceiver(toParent[1], toChild[0], maxSize, inflight, bufs);
+    fn(toParent[1], toChild[0], a);
     _exit(0);
   }
   close(toParent[1]);
   close(toChild[0]);
+  *fromReceiver = toParent[0];
+  *toReceiver = toChild[1];
+  return pid;
+}
+
+static void bwReceiverMain(int wfd, int rfd, const struct receiverArgs* a) {
+  load();
+  bwReceiver(wfd, rfd, a->maxSize, a->inflight, a->bufs);
+}
+
+static int bw(const char* sizesStr, double seconds, int inflight, int bufs, const char* recvNetns) {
+  size_t sizes[32], maxSize;
+  int n = parseSizes(sizesStr, sizes, &maxSize);
+  struct receiverArgs args = {.maxSize = maxSize, .inflight = inflight, .bufs = bufs};
+  int toParent[2], toChild[2]; /* [0]: the sender's end of the first, [1] of the second */
+  pid_t pid = forkReceiver(recvNetns, bwReceiverMain, &args, &toParent[0], &toChild[1]);
   load();
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   if (read(toParent[0], handle, sizeof(handle)) != sizeof(handle)) die("receiver did not start");
@@ -306,23 +331,16 @@ static void tcpReceiver(int wfd, int rfd, size_t maxSize, int streams) {
   free(buf);
 }
 
+static void tcpReceiverMain(int wfd, int rfd, const struct receiverArgs* a) {
+  tcpReceiver(wfd, rfd, a->maxSize, a->streams);
+}
+
 static int tcp(const char* sizesStr, double seconds, int streams, const char* host, const char* recvNetns) {
-  size_t sizes[32];
-  int n = parseSizes(sizesStr, sizes);
-  size_t maxSize = 0;
-  for (int i = 0; i < n; i++) maxSize = sizes[i] > maxSize ? sizes[i] : maxSize;
-  int toParent[2], toChild[2];
-  if (pipe(toParent) || pipe(toChild)) die("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(toParent[0]);
-    close(toChild[1]);
-    if (recvNetns) enterNetns(recvNetns);
-    tcpReceiver(toParent[1], toChild[0], maxSize, streams);
-    _exit(0);
-  }
-  close(toParent[1]);
-  close(toChild[0]);
+  size_t sizes[32], maxSize;
+  int n = parseSizes(sizesStr, sizes, &maxSize);
+  struct receiverArgs args = {.maxSize = maxSize, .streams = streams};
+  int toParent[2], toChild[2]; /* [0]: the sender's end of the first, [1] of the second */
+  pid_t pid = forkReceiver(recvNetns, tcpReceiverMain, &args, &toParent[0], &toChild[1]);
   int port;
   if (read(toParent[0], &port, sizeof(port)) != sizeof(port)) die("receiver did not start");
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
