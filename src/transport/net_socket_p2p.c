@@ -37,21 +37,25 @@ static int tasksProgress(socketComm* c, socketRequest* r) {
 /* A send's payload larger than inline follows its record when there are no data sockets, or
  * (offered by the receiver) when it is small and the control socket keeps up: one sendmsg
  * for a burst; once that socket fell behind, the next ones take the data sockets. There the
- * record names the chunk size and the first socket as the receiver offered. */
-static void sendLayout(socketComm* c, socketRequest* r, ctrlRecord* rec) {
+ * record names the chunk size and the first socket as the receiver offered. Writes r's
+ * record. (Not inlined: the path of the small, inline messages stays as short as it was.) */
+__attribute__((noinline)) static void sendLayout(socketComm* c, socketRequest* r) {
+  ctrlRecord rec = {.size = r->size, .tag = r->tag, .flags = 0};
   if (c->nSocks == 0) {
     r->onCtrl = r->size > 0;
   } else if (r->size > 0 && r->size <= c->ctrlMax) { /* (inl is 0 for an empty message too) */
     r->onCtrl = c->ctrlSpill == 0;
     if (!r->onCtrl) c->ctrlSpill--;
-    rec->flags = r->onCtrl ? RAILNET_SOCKET_REC_ON_CTRL : 0;
+    rec.flags = r->onCtrl ? RAILNET_SOCKET_REC_ON_CTRL : 0;
   }
-  if (r->onCtrl || r->size == 0) return;
-  if (c->statedTask > 0) rec->flags |= RAILNET_SOCKET_REC_TASK_SIZE;
-  if (c->firstSock) {
-    int s = railnetSocketChooseFirst(c, r->size, railnetSocketTaskSize(c, r->size, rec->flags));
-    rec->flags |= RAILNET_SOCKET_REC_FIRST_SOCK | (uint32_t)s << RAILNET_SOCKET_REC_SOCK_SHIFT;
+  if (!r->onCtrl && r->size > 0) {
+    if (c->statedTask > 0) rec.flags |= RAILNET_SOCKET_REC_TASK_SIZE;
+    if (c->firstSock) {
+      int s = railnetSocketChooseFirst(c, r->size, railnetSocketTaskSize(c, r->size, rec.flags));
+      rec.flags |= RAILNET_SOCKET_REC_FIRST_SOCK | (uint32_t)s << RAILNET_SOCKET_REC_SOCK_SHIFT;
+    }
   }
+  memcpy(r->ctrl, &rec, sizeof(rec));
 }
 
 static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, int tag, void* phandle,
@@ -85,12 +89,15 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     r->ctrlEvent = 0;
     if (op == NCCL_SOCKET_SEND) {
       int inl = size <= (size_t)c->inlineSize ? (int)size : 0;
-      ctrlRecord rec = {.size = size, .tag = tag, .flags = 0};
       r->onCtrl = 0; /* (a receive learns it from the record) */
-      if (!inl) sendLayout(c, r, &rec);
-      memcpy(r->ctrl, &rec, sizeof(rec));
-      if (inl) memcpy(r->ctrl + sizeof(rec), data, inl);
-      r->ctrlLen = (int)sizeof(rec) + inl;
+      if (inl) {
+        ctrlRecord rec = {.size = size, .tag = tag, .flags = 0};
+        memcpy(r->ctrl, &rec, sizeof(rec));
+        memcpy(r->ctrl + sizeof(rec), data, inl);
+      } else {
+        sendLayout(c, r);
+      }
+      r->ctrlLen = (int)sizeof(ctrlRecord) + inl;
     } else {
       r->ctrlLen = (int)sizeof(ctrlRecord); /* grows by the inline payload once the size is known */
     }
