@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -288,12 +289,13 @@ static long tcpPump(struct tcpStream* st, int streams, char* buf, int sending) {
     if (want > TCP_CALL_BYTES) want = TCP_CALL_BYTES;
     char* at = buf + st[i].off + st[i].pos;
     ssize_t got = sending ? send(st[i].fd, at, want, MSG_DONTWAIT) : recv(st[i].fd, at, want, MSG_DONTWAIT);
-    if (got == 0 && !sending) {
-      close(st[i].fd);
+    if ((got == 0 && !sending) || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      if (got < 0 && sending) die("tcp: the receiver's connection failed");
+      close(st[i].fd); /* the sender is done (or its connection failed) */
       st[i].fd = -1;
       continue;
     }
-    if (got < 0) continue; /* EAGAIN */
+    if (got < 0) continue; /* nothing now */
     st[i].pos = (st[i].pos + got) % st[i].len;
     moved += got;
   }

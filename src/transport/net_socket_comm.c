@@ -47,9 +47,9 @@ static const railnetParam netSocketCommParams[] = {
     [P_BALANCE] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_BALANCE", 1, 0, 1,
                                         "With data sockets, when both ends are railnet with it on: a message whose "
                                         "chunks take fewer sockets than the comm has goes to the consecutive sockets "
-                                        "with the fewest bytes still to send (a slow or congested connection gets "
-                                        "fewer chunks), the first one named in its record; 0 keeps NCCL's "
-                                        "round-robin"),
+                                        "that would deliver it soonest (bytes still to deliver over the rate their "
+                                        "peer acknowledges; a slow or congested connection gets fewer chunks), the "
+                                        "first one named in its record; 0 keeps NCCL's round-robin"),
 };
 RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
 

@@ -73,9 +73,9 @@ typedef struct {
   uint64_t planned;   /* payload bytes of the messages posted so far given to this socket */
   uint64_t moved;     /* atomic: payload bytes the socket's owners handed to the kernel */
   uint64_t acked;     /* of those, the peer had acknowledged these when last read (moved - SIOCOUTQ) */
-  uint64_t ackedSeen; /* acked at seenNs, the start of the rate's interval */
+  uint64_t ackedSeen; /* acked and moved at seenNs, the start of the rate's interval */
+  uint64_t movedSeen;
   uint64_t seenNs;
-  int seenBusy;       /* the socket had bytes to deliver at seenNs */
   double rate;        /* bytes per ns it delivered between samples while busy (0: not measured yet) */
   uint64_t ratedNs;   /* when rate was last measured */
   /* zero-copy sends (send comms; owned like head): */
@@ -149,8 +149,9 @@ typedef struct socketComm {
   int chooseFrom;     /* send, firstSock: the round-robin window's first socket for the next choice (nextSock
                          moves only once a record is out) */
   int firstSock;      /* send: the receiver offered RAILNET_SOCKET_HANDLE_FIRST_SOCK and RAILNET_SOCKET_BALANCE is on:
-                         each record names its first data socket, the one with the least backlog; recv: this comm
-                         offered it (records may be flagged RAILNET_SOCKET_REC_FIRST_SOCK) */
+                         each record names its first data socket, of those that would deliver it soonest
+                         (net_socket_balance.c); recv: this comm offered it (records may be flagged
+                         RAILNET_SOCKET_REC_FIRST_SOCK) */
   int ctrlSpill;      /* send: this many of the next payloads that could go on the control socket take the
                          data sockets: it was found full, or behind (unsent bytes after a send) */
   int zcCopiedSaid;   /* atomic: the INFO that the kernel copies was logged for this comm */

@@ -176,8 +176,9 @@ TEST_P(TwoHostsZc, PacketLossStillCompletesCorrectly) {
 // One data connection much slower than the others (nftables polices the sender's data socket
 // 0 to 512 KB/s, dropping the rest, as a congested path would; its token bucket lets the
 // first 576 KB through at once): with RAILNET_SOCKET_BALANCE (the default) each message goes
-// to the sockets that would deliver it soonest, so that connection carries less than a
-// quarter of its round-robin share (48 of the 192 chunks), and every byte arrives.
+// to the sockets that would deliver it soonest, so that connection carries at most half its
+// round-robin share (48 of the 192 chunks; about 9 here, the first few before its rate is
+// measured), and every byte arrives.
 TEST_F(TwoHosts, ASlowConnectionGetsFewerChunks) {
   NetPlan plan;
   plan.sizes.assign(96, 512u << 10);  // 2 chunks of 256 KiB each on 4 data sockets

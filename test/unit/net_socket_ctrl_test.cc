@@ -42,7 +42,8 @@ struct NetSocketCtrl : ::testing::Test {
     env.set("NCCL_SOCKET_NTHREADS", "2");
     env.set("NCCL_NSOCKS_PERTHREAD", "2");
     for (const char* v : {"RAILNET_SOCKET_CTRL_PAYLOAD", "NCCL_SOCKET_INLINE", "NCCL_SOCKET_MIN_TASKSIZE",
-                          "RAILNET_SOCKET_MIN_TASKSIZE", "NCCL_SOCKET_SNDBUF", "NCCL_SOCKET_RCVBUF"})
+                          "RAILNET_SOCKET_MIN_TASKSIZE", "RAILNET_SOCKET_BALANCE", "NCCL_SOCKET_SNDBUF",
+                          "NCCL_SOCKET_RCVBUF"})
       env.unset(v);  // the defaults: the counts below depend on them
     ASSERT_EQ(net()->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
   }
@@ -264,17 +265,19 @@ TEST_F(NetSocketCtrl, AHandleWithoutTheOfferGetsNcclsLayout) {
   EXPECT_EQ(tasksPosted(), 8u) << "every 4 KiB payload on a data socket";
 }
 
-// A receiver that did not offer a feature (RAILNET_SOCKET_CTRL_PAYLOAD=0, or
-// RAILNET_SOCKET_MIN_TASKSIZE=0, at its listen) and a sender that flags its record for it
-// anyway (a broken or foreign peer): the receive fails with a WARN, never reads the payload
-// as the next record nor cuts by a size nobody stated.
+// A receiver that did not offer a feature (RAILNET_SOCKET_CTRL_PAYLOAD=0,
+// RAILNET_SOCKET_MIN_TASKSIZE=0 or RAILNET_SOCKET_BALANCE=0 at its listen) and a sender that
+// flags its record for it anyway (a broken or foreign peer): the receive fails with a WARN,
+// never reads the payload as the next record, cuts by a size nobody stated, nor takes chunks
+// from a socket nobody agreed on.
 TEST_F(NetSocketCtrl, AFlagTheReceiverDidNotOfferFailsTheReceive) {
-  for (bool ctrlPayload : {true, false}) {
-    const char* var = ctrlPayload ? "RAILNET_SOCKET_CTRL_PAYLOAD" : "RAILNET_SOCKET_MIN_TASKSIZE";
+  for (const char* var : {"RAILNET_SOCKET_CTRL_PAYLOAD", "RAILNET_SOCKET_MIN_TASKSIZE", "RAILNET_SOCKET_BALANCE"}) {
+    const bool ctrlPayload = strcmp(var, "RAILNET_SOCKET_CTRL_PAYLOAD") == 0, first = strcmp(var, "RAILNET_SOCKET_BALANCE") == 0;
     env.set(var, "0");
     connect(false);
-    ASSERT_EQ(ctrlPayload ? S()->ctrlMax : R()->statedTask, 0u) << var;
+    ASSERT_EQ(ctrlPayload ? S()->ctrlMax : first ? (size_t)R()->firstSock : R()->statedTask, 0u) << var;
     if (ctrlPayload) S()->ctrlMax = 65536;  // the peer ignores the handle
+    else if (first) S()->firstSock = 1;
     else S()->statedTask = 262144;
     LogCapture cap;
     size_t size = ctrlPayload ? 4096 : 300000;
@@ -508,7 +511,7 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
   ASSERT_EQ(S()->firstSock, 1);
   ASSERT_EQ(R()->firstSock, 1);
   S()->queues[0].planned += 64u << 20;
-  S()->queues[0].rate = 1e-6;  // bytes per ns: the least a measurement gives
+  S()->queues[0].rate = 1e-6;  // bytes per ns: 1 KB/s
   S()->queues[0].ratedNs = railnetClockNs();
   std::vector<void*> sends, recvs;
   for (int k = 0; k < 12; k++) {  // 512 KiB: 2 chunks of 256 KiB on 4 sockets
