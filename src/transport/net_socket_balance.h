@@ -4,6 +4,8 @@
 #ifndef RAILNET_NET_SOCKET_BALANCE_H
 #define RAILNET_NET_SOCKET_BALANCE_H
 #include <stddef.h>
+#include <stdint.h>
+#include "net_socket_wire.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -11,13 +13,14 @@ extern "C" {
 
 struct socketComm;
 
-/* A send comm that names first sockets (firstSock), for a payload of `size` bytes in chunks of
- * `task`: the first of the consecutive sockets its chunks take whose slowest would deliver
- * its chunk soonest (bytes still to deliver, queued and in the kernel not acknowledged, over
- * its measured rate), the round-robin window (after the last choice's) unless another is a
- * quarter sooner; with as many chunks as sockets, the round-robin one. The chosen sockets'
- * queued bytes grow by the chunks. */
-int railnetSocketChooseFirst(struct socketComm* c, size_t size, size_t task);
+/* A send comm that names its messages' sockets (balance), for a payload of `size` bytes on the
+ * data sockets whose record has `flags`: the set of sockets, one chunk each, whose slowest
+ * would deliver its chunk soonest (bytes still to deliver, queued and in the kernel not
+ * acknowledged, over its measured rate), of any size that gives each a chunk (a slow socket
+ * may get none, and the others larger chunks); the next sockets in turn (as many as
+ * round-robin over all would take) unless another set is a quarter sooner. The chosen
+ * sockets' queued bytes grow by the chunks. */
+ctrlSockSet railnetSocketChooseSet(struct socketComm* c, size_t size, uint32_t flags);
 
 #ifdef __cplusplus
 }

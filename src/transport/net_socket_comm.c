@@ -45,11 +45,11 @@ static const railnetParam netSocketCommParams[] = {
                                           "KiB with many sockets); 0 keeps NCCL's rule (each end its own "
                                           "NCCL_SOCKET_MIN_TASKSIZE)"),
     [P_BALANCE] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_BALANCE", 1, 0, 1,
-                                        "With data sockets, when both ends are railnet with it on: a message whose "
-                                        "chunks take fewer sockets than the comm has goes to the consecutive sockets "
-                                        "that would deliver it soonest (bytes still to deliver over the rate their "
-                                        "peer acknowledges; a slow or congested connection gets fewer chunks), the "
-                                        "first one named in its record; 0 keeps NCCL's round-robin"),
+                                        "With data sockets, when both ends are railnet with it on: each message's "
+                                        "chunks go to the data sockets that would deliver it soonest (bytes still to "
+                                        "deliver over the rate their peer acknowledges; a slow or congested "
+                                        "connection gets fewer chunks, or none), named in its record; 0 keeps NCCL's "
+                                        "round-robin"),
 };
 RAILNET_PARAM_TABLE("net_socket/comm", netSocketCommParams);
 
@@ -108,7 +108,8 @@ ncclResult_t railnetSocketCommAlloc(socketComm** out, int nSocks, int nThreads, 
   c->zcMin = (size_t)railnetParamInt(&netSocketCommParams[P_ZEROCOPY_MIN]);
   c->ctrl.fd = -1;
   for (int i = 0; i < MAX_SOCKETS; i++) c->socks[i].fd = -1;
-  int stride = (int)sizeof(ctrlRecord) + c->inlineSize;
+  /* a record and its inline payload, or its socket set */
+  int stride = (int)sizeof(ctrlRecord) + (c->inlineSize > (int)sizeof(ctrlSockSet) ? c->inlineSize : (int)sizeof(ctrlSockSet));
   ncclResult_t res = RAILNET_CALLOC(&c->ctrlBufs, (size_t)stride * MAX_REQUESTS, "socket control records");
   if (res == ncclSuccess && !isSend) res = RAILNET_CALLOC(&c->stage, RAILNET_SOCKET_STAGE, "a socket control stage");
   if (res != ncclSuccess) {

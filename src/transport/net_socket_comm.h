@@ -19,7 +19,7 @@ size_t railnetSocketCtrlPayloadMax(void);
  * (RAILNET_SOCKET_HANDLE_TASK_SIZE): the larger of RAILNET_SOCKET_MIN_TASKSIZE and
  * NCCL_SOCKET_MIN_TASKSIZE; 0 (nothing offered) when RAILNET_SOCKET_MIN_TASKSIZE is 0. */
 uint32_t railnetSocketTaskSizeOffer(void);
-/* RAILNET_SOCKET_BALANCE: a listener with data sockets offers RAILNET_SOCKET_HANDLE_FIRST_SOCK,
+/* RAILNET_SOCKET_BALANCE: a listener with data sockets offers RAILNET_SOCKET_HANDLE_SOCK_SET,
  * a connector given the offer uses it (1), or neither (0). */
 int railnetSocketBalance(void);
 /* Once every socket is connected: the peer's name, the TCP timeouts, the helper threads. */

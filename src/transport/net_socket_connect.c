@@ -79,7 +79,7 @@ ncclResult_t ncclNetSocketListen(void* ctx, int dev, void* opaqueHandle, void** 
   lc->flags = lc->nSocks > 0 && railnetSocketCtrlPayloadMax() > 0 ? RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD : 0;
   lc->taskSize = lc->nSocks > 0 ? railnetSocketTaskSizeOffer() : 0;
   if (lc->taskSize > 0) lc->flags |= RAILNET_SOCKET_HANDLE_TASK_SIZE;
-  if (lc->nSocks > 1 && railnetSocketBalance()) lc->flags |= RAILNET_SOCKET_HANDLE_FIRST_SOCK;
+  if (lc->nSocks > 1 && railnetSocketBalance()) lc->flags |= RAILNET_SOCKET_HANDLE_SOCK_SET;
   handle->flags = lc->flags;
   handle->taskSize = lc->taskSize;
   memcpy(opaqueHandle, handle, sizeof(*handle));
@@ -137,7 +137,7 @@ ncclResult_t ncclNetSocketConnect(void* ctx, int dev, void* opaqueHandle, void**
     railnetConnStageAdd(&connectStates, &st->link, opaqueHandle, sizeof(socketHandle));
     if (h->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) st->comm->ctrlMax = railnetSocketCtrlPayloadMax();
     if (h->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) st->comm->minTask = st->comm->statedTask = h->taskSize;
-    st->comm->firstSock = (h->flags & RAILNET_SOCKET_HANDLE_FIRST_SOCK) && h->nSocks > 1 && railnetSocketBalance();
+    st->comm->balance = (h->flags & RAILNET_SOCKET_HANDLE_SOCK_SET) && h->nSocks > 1 && railnetSocketBalance();
   }
   socketComm* c = st->comm;
   while (st->link.state <= c->nSocks) {
@@ -199,7 +199,7 @@ ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDevic
     NCCLCHECK(railnetSocketCommAlloc(&lc->comm, lc->nSocks, lc->nThreads, 0));
     lc->comm->ctrlMax = (lc->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) ? 1 : 0;
     if (lc->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) lc->comm->statedTask = lc->taskSize;
-    lc->comm->firstSock = (lc->flags & RAILNET_SOCKET_HANDLE_FIRST_SOCK) != 0;
+    lc->comm->balance = (lc->flags & RAILNET_SOCKET_HANDLE_SOCK_SET) != 0;
   }
   socketComm* c = lc->comm;
   while (lc->nAccepted < c->nSocks + 1) {

@@ -55,10 +55,40 @@ static ncclResult_t requestError(socketComm* c, socketRequest* r, ncclResult_t r
   return res;
 }
 
+/* A received record without a socket set, or one whose set names only sockets this comm has,
+ * and as many as the payload makes chunks on them; otherwise the receive fails with a WARN. */
+static __attribute__((noinline)) int sockSetValid(socketComm* c, socketRequest* r) {
+  ctrlRecord rec;
+  ctrlSockSet set;
+  memcpy(&rec, r->ctrl, sizeof(rec));
+  if (!(rec.flags & RAILNET_SOCKET_REC_SOCK_SET)) return 1;
+  memcpy(&set, r->ctrl + sizeof(rec), sizeof(set));
+  int k = __builtin_popcountll(set);
+  int chunks = 0;
+  if (k > 0) {
+    size_t task = railnetSocketTaskSize(c, r->size, rec.flags, k);
+    chunks = (int)((r->size + task - 1) / task);
+  }
+  if (k > 0 && (c->nSocks == 64 || (set >> c->nSocks) == 0) && chunks == k) return 1;
+  WARN("NET/Socket : peer %s sent a message of %zu bytes for data sockets 0x%llx, which do not fit this comm's %d data "
+       "sockets in one chunk each (%d chunks): the peer is not this railnet version, or is broken; run the same railnet "
+       "at both ends (or set RAILNET_SOCKET_BALANCE=0 at both)",
+       c->peer, r->size, (unsigned long long)set, c->nSocks, chunks);
+  return 0;
+}
+
 /* r's part of the control stream is through: its payload, if any is left, goes to the data
- * sockets (touched collects the sockets that got tasks). */
+ * sockets (touched collects the sockets that got tasks). A received socket set that does not
+ * fit fails the comm, and the stream stops at r (REQ_FAILED). */
 static void ctrlDone(socketComm* c, socketRequest* r, uint64_t* touched) {
-  if (r->size > (size_t)c->inlineSize && !r->onCtrl) railnetSocketTasksPost(c, r, touched);
+  if (r->size > (size_t)c->inlineSize && !r->onCtrl) {
+    if (!c->isSend && !sockSetValid(c, r)) {
+      requestError(c, r, ncclRemoteError);
+      r->state = REQ_FAILED;
+      return;
+    }
+    railnetSocketTasksPost(c, r, touched);
+  }
   ctrlEventStop(c, r);
   r->state = REQ_DATA;
   c->ctrlSeq++;
@@ -209,16 +239,37 @@ static long ctrlRead(socketComm* c, char* direct, size_t directLen, size_t* toDi
 }
 
 /* Whether the record's flags are ones this receive comm offered, on a message they fit: a
- * payload on the control socket, or one on the data sockets cut by the stated chunk size and
- * starting on a socket it names (one of this comm's); none on a message the receiver takes
- * as inline. */
+ * payload on the control socket, or one on the data sockets cut by the stated chunk size
+ * and on the sockets it names (its set is checked once it arrives, in ctrlDone); none on a
+ * message the receiver takes as inline. */
 static int recordFlagsOffered(const socketComm* c, const ctrlRecord* rec) {
   uint32_t offered = (c->ctrlMax ? RAILNET_SOCKET_REC_ON_CTRL : 0u) | (c->statedTask ? RAILNET_SOCKET_REC_TASK_SIZE : 0u) |
-                     (c->firstSock ? RAILNET_SOCKET_REC_FIRST_SOCK | 0xffu << RAILNET_SOCKET_REC_SOCK_SHIFT : 0u);
+                     (c->balance ? RAILNET_SOCKET_REC_SOCK_SET : 0u);
   if ((rec->flags & ~offered) != 0 || rec->size <= (uint64_t)c->inlineSize) return 0;
   if (rec->flags & RAILNET_SOCKET_REC_ON_CTRL) return rec->flags == RAILNET_SOCKET_REC_ON_CTRL;
-  if (!(rec->flags & RAILNET_SOCKET_REC_FIRST_SOCK)) return RAILNET_SOCKET_REC_SOCK(rec->flags) == 0;
-  return (int)RAILNET_SOCKET_REC_SOCK(rec->flags) < c->nSocks;
+  return 1;
+}
+
+/* A record of a payload larger than inline, or with flags: whether the flags are offered and
+ * fit, and where the payload goes. (Out of line: the small, inline messages' path stays short.) */
+static __attribute__((noinline)) ncclResult_t recordLayout(socketComm* c, socketRequest* r, const ctrlRecord* rec) {
+  if (rec->flags != 0 && !recordFlagsOffered(c, rec)) {
+    WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
+         "comm did not offer (payloads on the control socket: %s; chunk size: %zu, 0 none; data sockets named: %s, "
+         "of %d; inline size %d): the peer is not this railnet version, sets another NCCL_SOCKET_INLINE, or is "
+         "broken; run the same railnet with the same NCCL_SOCKET_INLINE at both ends (or set "
+         "RAILNET_SOCKET_CTRL_PAYLOAD=0, RAILNET_SOCKET_MIN_TASKSIZE=0 and RAILNET_SOCKET_BALANCE=0 at both)",
+         c->peer, rec->flags, (unsigned long long)rec->size, c->ctrlMax ? "yes" : "no", c->statedTask,
+         c->balance ? "yes" : "no", c->nSocks, c->inlineSize);
+    return requestError(c, r, ncclRemoteError);
+  }
+  r->onCtrl = c->nSocks == 0 || (rec->flags & RAILNET_SOCKET_REC_ON_CTRL);
+  if (rec->flags & RAILNET_SOCKET_REC_SOCK_SET) {
+    r->ctrlLen += (int)sizeof(ctrlSockSet);
+    r->afterRecord = r->ctrl + sizeof(*rec);
+  }
+  ctrlEventStart(c, r);
+  return ncclSuccess;
 }
 
 /* The sender's record of r is in r->ctrl: check it against the posted receive. */
@@ -238,19 +289,10 @@ static ncclResult_t recordParse(socketComm* c, socketRequest* r) {
          r->tag);
     return requestError(c, r, ncclInvalidUsage);
   }
-  if (rec.flags != 0 && !recordFlagsOffered(c, &rec)) {
-    WARN("NET/Socket : peer %s sent a control record with flags 0x%x for a message of %llu bytes, which this "
-         "comm did not offer (payloads on the control socket: %s; chunk size: %zu, 0 none; first socket named: %s, "
-         "of %d; inline size %d): the peer is not this railnet version, sets another NCCL_SOCKET_INLINE, or is "
-         "broken; run the same railnet with the same NCCL_SOCKET_INLINE at both ends (or set "
-         "RAILNET_SOCKET_CTRL_PAYLOAD=0, RAILNET_SOCKET_MIN_TASKSIZE=0 and RAILNET_SOCKET_BALANCE=0 at both)",
-         c->peer, rec.flags, (unsigned long long)rec.size, c->ctrlMax ? "yes" : "no", c->statedTask,
-         c->firstSock ? "yes" : "no", c->nSocks, c->inlineSize);
-    return requestError(c, r, ncclRemoteError);
-  }
   r->size = rec.size;
-  r->onCtrl = rec.size > (uint64_t)c->inlineSize && (c->nSocks == 0 || (rec.flags & RAILNET_SOCKET_REC_ON_CTRL));
-  r->ctrlLen += rec.size <= (uint64_t)c->inlineSize ? (int)rec.size : 0;
+  if (rec.flags != 0 || rec.size > (uint64_t)c->inlineSize) return recordLayout(c, r, &rec);
+  r->onCtrl = 0;
+  r->ctrlLen += (int)rec.size; /* the inline payload */
   ctrlEventStart(c, r);
   return ncclSuccess;
 }
@@ -272,8 +314,8 @@ static int recvStep(socketComm* c, socketRequest* r, ncclResult_t* res, int* rea
       if (*res != ncclSuccess) return 0;
     }
   }
-  if (r->recordParsed && r->ctrlOffset < r->ctrlLen) /* the inline payload, straight into the buffer */
-    r->ctrlOffset += (int)stageTake(c, r->data + (r->ctrlOffset - rec), r->ctrlLen - r->ctrlOffset);
+  if (r->recordParsed && r->ctrlOffset < r->ctrlLen) /* the socket set, or the inline payload straight into the buffer */
+    r->ctrlOffset += (int)stageTake(c, r->afterRecord + (r->ctrlOffset - rec), r->ctrlLen - r->ctrlOffset);
   size_t onCtrl = r->recordParsed ? payloadOnCtrl(r) : 0;
   if (r->ctrlOffset == r->ctrlLen && r->ctrlDataOffset < onCtrl)
     r->ctrlDataOffset += stageTake(c, r->data + r->ctrlDataOffset, onCtrl - r->ctrlDataOffset);

@@ -120,7 +120,7 @@ static long queueOnce(socketComm* c, int s, taskQueue* q, uint32_t tail, int* fu
            "RLIMIT_MEMLOCK): zero-copy off for this socket", s, c->peer);
   }
   q->zcNext += (uint32_t)io.zcSends;
-  if (c->firstSock && c->isSend) __atomic_fetch_add(&q->moved, (uint64_t)io.moved, __ATOMIC_RELAXED); /* balance */
+  if (c->balance && c->isSend) __atomic_fetch_add(&q->moved, (uint64_t)io.moved, __ATOMIC_RELAXED); /* balance */
   size_t left = io.moved;
   while (left > 0) {
     socketTask* t = &q->tasks[q->head % TASK_QUEUE_LEN];
@@ -177,18 +177,20 @@ static int queueEmpty(socketComm* c, int s) {
 
 static void railnetSocketHelperWake(socketComm* c, int s, int stuck);
 
-size_t railnetSocketTaskSize(const socketComm* c, size_t size, uint32_t flags) {
-  size_t task = (size + c->nSocks - 1) / c->nSocks;
+size_t railnetSocketTaskSize(const socketComm* c, size_t size, uint32_t flags, int k) {
+  size_t task = (size + (size_t)k - 1) / (size_t)k;
   size_t min = (flags & RAILNET_SOCKET_REC_TASK_SIZE) ? c->statedTask : c->minTask;
   return task < min ? min : task;
 }
 
 void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) {
   size_t size = r->size;
-  ctrlRecord rec; /* the chunk size and the first socket, as the record says */
+  ctrlRecord rec; /* the chunk size, and the socket set if the record has one */
   memcpy(&rec, r->ctrl, sizeof(rec));
-  size_t task = railnetSocketTaskSize(c, size, rec.flags);
-  int s = (rec.flags & RAILNET_SOCKET_REC_FIRST_SOCK) ? (int)RAILNET_SOCKET_REC_SOCK(rec.flags) : c->nextSock;
+  ctrlSockSet set = 0;
+  if (rec.flags & RAILNET_SOCKET_REC_SOCK_SET) memcpy(&set, r->ctrl + sizeof(rec), sizeof(set));
+  size_t task = railnetSocketTaskSize(c, size, rec.flags, set ? __builtin_popcountll(set) : c->nSocks);
+  int s = set ? __builtin_ctzll(set) : c->nextSock;
   for (size_t off = 0; off < size; off += task) {
     taskQueue* q = &c->queues[s];
     int slot = (int)(q->tail % TASK_QUEUE_LEN);
@@ -208,9 +210,14 @@ void railnetSocketTasksPost(socketComm* c, socketRequest* r, uint64_t* touched) 
     r->taskIdx[r->nTasks] = slot;
     r->nTasks++;
     *touched |= 1ull << s;
-    s = (s + 1) % c->nSocks;
+    if (set) {
+      set &= set - 1; /* (the receiver checked that the chunks are as many as the bits) */
+      if (set) s = __builtin_ctzll(set);
+    } else {
+      s = (s + 1) % c->nSocks;
+    }
   }
-  c->nextSock = s;
+  if (!(rec.flags & RAILNET_SOCKET_REC_SOCK_SET)) c->nextSock = s;
   __atomic_fetch_add(&c->posted, 1, __ATOMIC_RELAXED);
 }
 

@@ -17,14 +17,14 @@ struct socketComm;
  * could (queue empty, or the socket would block), -1 if another thread owns the socket. A
  * failed socket fails the rest of its queue. */
 int railnetSocketQueueProgress(struct socketComm* c, int s);
-/* The chunk size of a payload of `size` bytes on the data sockets whose record has `flags`:
- * an even share of the sockets, at least the smallest chunk (the receiver's stated one,
+/* The chunk size of a payload of `size` bytes on k data sockets whose record has `flags`: an
+ * even share of the k sockets, at least the smallest chunk (the receiver's stated one,
  * RAILNET_SOCKET_REC_TASK_SIZE, else this end's NCCL_SOCKET_MIN_TASKSIZE). */
-size_t railnetSocketTaskSize(const struct socketComm* c, size_t size, uint32_t flags);
-/* Cuts r's payload into tasks on consecutive data sockets, from the one its record names
- * (RAILNET_SOCKET_REC_FIRST_SOCK) or else the comm's next socket (NCCL's round-robin); the
- * comm's next socket is then the one after the last (the same on both ends). touched
- * collects the sockets that got one. */
+size_t railnetSocketTaskSize(const struct socketComm* c, size_t size, uint32_t flags, int k);
+/* Cuts r's payload into tasks on the data sockets of its record's socket set
+ * (RAILNET_SOCKET_REC_SOCK_SET; one chunk each, in the order of their indices), or else on
+ * consecutive sockets from the comm's next one (NCCL's round-robin), which is then the one
+ * after the last (the same on both ends). touched collects the sockets that got one. */
 struct socketRequest;
 void railnetSocketTasksPost(struct socketComm* c, struct socketRequest* r, uint64_t* touched);
 /* One attempt from the caller's thread on socket s; what is left goes to s's helper thread:

@@ -2,8 +2,8 @@
  * The Socket data path (net_socket_p2p.h). Each message first sends a control record
  * (size, tag, and the payload itself when it is at most NCCL_SOCKET_INLINE bytes) on the
  * control socket (net_socket_ctrl.c); larger payloads are cut into tasks of at least
- * NCCL_SOCKET_MIN_TASKSIZE bytes spread round-robin over the data sockets, or from the
- * socket the record names (net_socket_helper.c), or sent on the control socket when there are
+ * NCCL_SOCKET_MIN_TASKSIZE bytes spread round-robin over the data sockets, or over the
+ * sockets the record names (net_socket_helper.c, net_socket_balance.c), or sent on the control socket when there are
  * none or (sendLayout) the record says so. Both ends cut and assign in the same order, so no
  * per-chunk header is needed. test() drives both.
  */
@@ -37,8 +37,8 @@ static int tasksProgress(socketComm* c, socketRequest* r) {
 /* A send's payload larger than inline follows its record when there are no data sockets, or
  * (offered by the receiver) when it is small and the control socket keeps up: one sendmsg
  * for a burst; once that socket fell behind, the next ones take the data sockets. There the
- * record names the chunk size and the first socket as the receiver offered. Writes r's
- * record. (Not inlined: the path of the small, inline messages stays as short as it was.) */
+ * record names the chunk size and the sockets as the receiver offered. Writes r's record (and
+ * socket set). (Not inlined: the path of the small, inline messages stays as short as it was.) */
 __attribute__((noinline)) static void sendLayout(socketComm* c, socketRequest* r) {
   ctrlRecord rec = {.size = r->size, .tag = r->tag, .flags = 0};
   if (c->nSocks == 0) {
@@ -50,9 +50,11 @@ __attribute__((noinline)) static void sendLayout(socketComm* c, socketRequest* r
   }
   if (!r->onCtrl && r->size > 0) {
     if (c->statedTask > 0) rec.flags |= RAILNET_SOCKET_REC_TASK_SIZE;
-    if (c->firstSock) {
-      int s = railnetSocketChooseFirst(c, r->size, railnetSocketTaskSize(c, r->size, rec.flags));
-      rec.flags |= RAILNET_SOCKET_REC_FIRST_SOCK | (uint32_t)s << RAILNET_SOCKET_REC_SOCK_SHIFT;
+    if (c->balance) {
+      ctrlSockSet set = railnetSocketChooseSet(c, r->size, rec.flags);
+      rec.flags |= RAILNET_SOCKET_REC_SOCK_SET;
+      memcpy(r->ctrl + sizeof(rec), &set, sizeof(set));
+      r->ctrlLen += (int)sizeof(set);
     }
   }
   memcpy(r->ctrl, &rec, sizeof(rec));
@@ -90,6 +92,7 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
     if (op == NCCL_SOCKET_SEND) {
       int inl = size <= (size_t)c->inlineSize ? (int)size : 0;
       r->onCtrl = 0; /* (a receive learns it from the record) */
+      r->ctrlLen = (int)sizeof(ctrlRecord) + inl;
       if (inl) {
         ctrlRecord rec = {.size = size, .tag = tag, .flags = 0};
         memcpy(r->ctrl, &rec, sizeof(rec));
@@ -97,9 +100,9 @@ static ncclResult_t postRequest(socketComm* c, int op, void* data, size_t size, 
       } else {
         sendLayout(c, r);
       }
-      r->ctrlLen = (int)sizeof(ctrlRecord) + inl;
     } else {
-      r->ctrlLen = (int)sizeof(ctrlRecord); /* grows by the inline payload once the size is known */
+      r->ctrlLen = (int)sizeof(ctrlRecord); /* grows by the inline payload or the socket set once the record is in */
+      r->afterRecord = r->data;
     }
     r->state = REQ_CTRL;
     *request = r;

@@ -68,15 +68,18 @@ typedef struct {
   uint32_t head;      /* next to move; moved only by the socket's owner */
   uint32_t doneHead;  /* oldest not done: tasks in [doneHead, head) wait for zero-copy completions */
   int owner;          /* atomic: 1 while one thread (a helper or the caller's) moves this socket */
-  /* send comms that choose each message's first socket (firstSock); all but moved belong to
-   * the caller's thread (railnetSocketChooseFirst) */
+  /* send comms that choose each message's sockets (balance); all but moved belong to the
+   * caller's thread (railnetSocketChooseSet) */
   uint64_t planned;   /* payload bytes of the messages posted so far given to this socket */
   uint64_t moved;     /* atomic: payload bytes the socket's owners handed to the kernel */
   uint64_t acked;     /* of those, the peer had acknowledged these when last read (moved - SIOCOUTQ) */
-  uint64_t ackedSeen; /* acked and moved at seenNs, the start of the rate's interval */
+  uint64_t ackedSeen; /* acked, moved and planned at seenNs, the start of the rate's interval */
   uint64_t movedSeen;
+  uint64_t plannedSeen;
+  uint64_t rwndSeen;  /* TCP_INFO's tcpi_rwnd_limited at seenNs */
   uint64_t seenNs;
   double rate;        /* bytes per ns it delivered between samples while busy (0: not measured yet) */
+  int stale;          /* rate was measured long ago (it kept up since, or idled) */
   uint64_t ratedNs;   /* when rate was last measured */
   /* zero-copy sends (send comms; owned like head): */
   int zc;             /* send with MSG_ZEROCOPY now (SO_ZEROCOPY is set) */
@@ -102,7 +105,9 @@ typedef struct {
 } helperThread;
 
 
-enum { REQ_FREE = 0, REQ_CTRL, REQ_DATA };
+/* REQ_FAILED: a receive whose record failed its checks once the control stream was through;
+ * its comm failed, and the next test() says so */
+enum { REQ_FREE = 0, REQ_CTRL, REQ_DATA, REQ_FAILED };
 
 typedef struct socketRequest {
   struct socketComm* comm;
@@ -112,12 +117,14 @@ typedef struct socketRequest {
   char* data;
   size_t size;        /* send: message size; recv: buffer size until the record arrives */
   int tag;
-  char* ctrl;         /* record + inline payload */
+  char* ctrl;         /* record + inline payload, or record + socket set (RAILNET_SOCKET_REC_SOCK_SET) */
   int ctrlLen;        /* bytes of ctrl to move (recv: grows once the size is known) */
   int ctrlOffset;
   int recordParsed;   /* recv: the sender's record has been checked */
   int onCtrl;         /* the payload (larger than inline) travels on the control socket: no data sockets, or
                          RAILNET_SOCKET_REC_ON_CTRL (send: chosen when posted; recv: from the record) */
+  char* afterRecord;  /* recv: where the bytes after the record go: the inline payload to data, a socket set
+                         (RAILNET_SOCKET_REC_SOCK_SET) to ctrl after the record */
   size_t ctrlDataOffset; /* payload moved on the control socket (onCtrl) */
   int taskSock[MAX_SOCKETS];
   int taskIdx[MAX_SOCKETS];
@@ -145,13 +152,12 @@ typedef struct socketComm {
   size_t ctrlMax;     /* send: payloads of messages up to this size may go on the control socket (0: the
                          receiver did not offer it, or RAILNET_SOCKET_CTRL_PAYLOAD=0); recv: nonzero if the
                          listener offered it (records may be flagged RAILNET_SOCKET_REC_ON_CTRL) */
-  int balanceNext;    /* send, firstSock: the next data socket whose kernel state a choice reads */
-  int chooseFrom;     /* send, firstSock: the round-robin window's first socket for the next choice (nextSock
-                         moves only once a record is out) */
-  int firstSock;      /* send: the receiver offered RAILNET_SOCKET_HANDLE_FIRST_SOCK and RAILNET_SOCKET_BALANCE is on:
-                         each record names its first data socket, of those that would deliver it soonest
+  int balanceNext;    /* send, balance: the next data socket whose kernel state a choice reads */
+  int chooseFrom;     /* send, balance: the first socket of the next message's round-robin choice */
+  int balance;        /* send: the receiver offered RAILNET_SOCKET_HANDLE_SOCK_SET and RAILNET_SOCKET_BALANCE is on:
+                         each record names its data sockets, those that would deliver it soonest
                          (net_socket_balance.c); recv: this comm offered it (records may be flagged
-                         RAILNET_SOCKET_REC_FIRST_SOCK) */
+                         RAILNET_SOCKET_REC_SOCK_SET) */
   int ctrlSpill;      /* send: this many of the next payloads that could go on the control socket take the
                          data sockets: it was found full, or behind (unsent bytes after a send) */
   int zcCopiedSaid;   /* atomic: the INFO that the kernel copies was logged for this comm */

@@ -25,8 +25,9 @@ extern "C" {
 #define RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD 1u /* records flagged RAILNET_SOCKET_REC_ON_CTRL */
 #define RAILNET_SOCKET_HANDLE_TASK_SIZE 2u    /* records flagged RAILNET_SOCKET_REC_TASK_SIZE: chunks of at least
                                                  taskSize bytes */
-#define RAILNET_SOCKET_HANDLE_FIRST_SOCK 4u   /* records flagged RAILNET_SOCKET_REC_FIRST_SOCK: the sender chooses the
-                                                 data socket of each message's first chunk */
+/* 4u: retired (an earlier railnet's first-socket offer); never offered, so an earlier sender goes round-robin */
+#define RAILNET_SOCKET_HANDLE_SOCK_SET 8u     /* records flagged RAILNET_SOCKET_REC_SOCK_SET: the sender chooses the
+                                                 data sockets of each message */
 
 typedef struct {
   uint64_t handleMagic;  /* RAILNET_SOCKET_HANDLE_MAGIC: tells a railnet handle from garbage */
@@ -44,17 +45,20 @@ typedef struct {
 #define RAILNET_SOCKET_REC_TASK_SIZE 2u /* the payload (larger than NCCL_SOCKET_INLINE, on the data sockets) is cut
                                           into chunks of at least the handle's taskSize; without it, of at least
                                           the receiver's own NCCL_SOCKET_MIN_TASKSIZE (NCCL's rule) */
-#define RAILNET_SOCKET_REC_FIRST_SOCK 4u /* the payload (on the data sockets) starts on data socket
-                                           RAILNET_SOCKET_REC_SOCK(flags), its next chunks on the sockets after it
-                                           (modulo nSocks); without it, on the one after the previous message's
-                                           last chunk (NCCL's round-robin). Both ends continue from there */
-#define RAILNET_SOCKET_REC_SOCK_SHIFT 8 /* bits 8..15 of the flags: that socket's index (0 .. nSocks - 1); zero
-                                          without RAILNET_SOCKET_REC_FIRST_SOCK. Bits 16..31 are zero */
-#define RAILNET_SOCKET_REC_SOCK(flags) (((flags) >> RAILNET_SOCKET_REC_SOCK_SHIFT) & 0xffu)
+/* 4u and bits 8..31: not used (zero) */
+#define RAILNET_SOCKET_REC_SOCK_SET 8u /* the payload (on the data sockets) goes to the sockets of the uint64_t that
+                                         follows the record on the control socket (ctrlSockSet); without it, to
+                                         the next sockets in turn from the one after the last chunk of the previous
+                                         record without it (NCCL's round-robin) */
 
+/* After a record flagged RAILNET_SOCKET_REC_SOCK_SET: bit s set for each data socket s
+ * (0 .. nSocks - 1) that carries one chunk. With k bits set the payload is cut into chunks
+ * of an even share of k sockets (at least the chunk size the record's flags imply), which
+ * must make exactly k chunks; chunk j goes to the socket of the j-th lowest bit. */
+typedef uint64_t ctrlSockSet;
 /* Control record at the start of each message: its size and tag, then the payload when it
  * is at most NCCL_SOCKET_INLINE bytes, flagged RAILNET_SOCKET_REC_ON_CTRL, or the comm has
- * no data sockets. */
+ * no data sockets; or its socket set (RAILNET_SOCKET_REC_SOCK_SET). */
 typedef struct {
   uint64_t size;
   int32_t tag;
@@ -66,6 +70,7 @@ _Static_assert(offsetof(socketHandle, nSocks) == 16 + sizeof(union ncclSocketAdd
 _Static_assert(offsetof(socketHandle, flags) == 24 + sizeof(union ncclSocketAddress), "socket handle layout moved");
 _Static_assert(offsetof(socketHandle, taskSize) == 28 + sizeof(union ncclSocketAddress), "socket handle layout moved");
 _Static_assert(sizeof(ctrlRecord) == 16 && offsetof(ctrlRecord, flags) == 12, "control record layout moved");
+_Static_assert(sizeof(ctrlSockSet) == 8, "socket set layout moved");
 #endif
 
 #ifdef __cplusplus

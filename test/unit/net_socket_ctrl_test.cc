@@ -275,9 +275,9 @@ TEST_F(NetSocketCtrl, AFlagTheReceiverDidNotOfferFailsTheReceive) {
     const bool ctrlPayload = strcmp(var, "RAILNET_SOCKET_CTRL_PAYLOAD") == 0, first = strcmp(var, "RAILNET_SOCKET_BALANCE") == 0;
     env.set(var, "0");
     connect(false);
-    ASSERT_EQ(ctrlPayload ? S()->ctrlMax : first ? (size_t)R()->firstSock : R()->statedTask, 0u) << var;
+    ASSERT_EQ(ctrlPayload ? S()->ctrlMax : first ? (size_t)R()->balance : R()->statedTask, 0u) << var;
     if (ctrlPayload) S()->ctrlMax = 65536;  // the peer ignores the handle
-    else if (first) S()->firstSock = 1;
+    else if (first) S()->balance = 1;
     else S()->statedTask = 262144;
     LogCapture cap;
     size_t size = ctrlPayload ? 4096 : 300000;
@@ -326,24 +326,23 @@ TEST_F(NetSocketCtrl, InlineSizeZeroAndLargerThanTheLimit) {
   EXPECT_EQ(tasksPosted(), 1u) << "4097 bytes on a data socket";
 }
 
-// A peer that writes flags this comm never offers, or where they cannot be: an unknown bit,
-// both the control-socket and the chunk-size flag (one says the payload is on the control
-// socket, the other on the data sockets), the control-socket flag with a first socket, a
-// first socket this comm does not have, a socket index without its flag, any flag on a
-// message the receiver takes as inline (another NCCL_SOCKET_INLINE at the peer). The receive
-// fails with the WARN; nothing is read past the record as a payload.
+// A peer that writes flags this comm never offers, or where they cannot be: an unknown bit
+// (4 and bits 8-15 were an earlier railnet's first socket), both the control-socket and the
+// chunk-size flag (one says the payload is on the control socket, the other on the data
+// sockets), the control-socket flag with a socket set, any flag on a message the receiver
+// takes as inline (another NCCL_SOCKET_INLINE at the peer). The receive fails with the WARN;
+// nothing is read past the record as a payload or a socket set.
 TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
   const uint32_t both = RAILNET_SOCKET_REC_ON_CTRL | RAILNET_SOCKET_REC_TASK_SIZE;
-  const uint32_t first = RAILNET_SOCKET_REC_FIRST_SOCK, shift = RAILNET_SOCKET_REC_SOCK_SHIFT;
+  const uint32_t set = RAILNET_SOCKET_REC_SOCK_SET;
   struct Case {
     uint32_t flags;
     size_t size;  // 100: inline
   };
-  for (Case c : {Case{8u, 4096}, Case{0x80000000u, 4096}, Case{both, 4096},
-                 Case{RAILNET_SOCKET_REC_ON_CTRL | first, 4096}, Case{first | 4u << shift, 4096},
-                 Case{first | RAILNET_SOCKET_REC_TASK_SIZE | 0xffu << shift, 4096},
-                 Case{RAILNET_SOCKET_REC_TASK_SIZE | 1u << shift, 4096}, Case{first | 1u << 16, 4096},
-                 Case{RAILNET_SOCKET_REC_ON_CTRL, 100}, Case{RAILNET_SOCKET_REC_TASK_SIZE, 100}, Case{first, 100}}) {
+  for (Case c : {Case{4u, 4096}, Case{16u, 4096}, Case{0x80000000u, 4096}, Case{both, 4096},
+                 Case{RAILNET_SOCKET_REC_ON_CTRL | set, 4096}, Case{set | 1u << 8, 4096},
+                 Case{RAILNET_SOCKET_REC_TASK_SIZE | 1u << 8, 4096}, Case{set | 1u << 16, 4096},
+                 Case{RAILNET_SOCKET_REC_ON_CTRL, 100}, Case{RAILNET_SOCKET_REC_TASK_SIZE, 100}, Case{set, 100}}) {
     connect(false);
     ASSERT_EQ(R()->nSocks, 4);
     LogCapture cap;
@@ -355,6 +354,28 @@ TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
     void* r = irecv(c.size, 0);
     EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << "flags " << std::hex << c.flags;
     EXPECT_TRUE(LogCapture::contains("did not offer")) << LogCapture::all();
+    closeComms();
+  }
+}
+
+// A socket set that does not fit the receiving comm (RAILNET_SOCKET_REC_SOCK_SET, the set
+// after the record): no socket, a socket it does not have (4 and 63 of 4), more sockets than
+// the payload makes chunks (300000 bytes in chunks of at least 256 KiB: 2, not 3 or 4). The
+// receive fails with the WARN and posts no chunk.
+TEST_F(NetSocketCtrl, ASocketSetThatDoesNotFitFailsTheReceive) {
+  for (uint64_t bad : {0x0ull, 0x10ull, 0x11ull, 1ull << 63, 0x7ull, 0xfull}) {
+    connect(false);
+    ASSERT_EQ(R()->balance, 1);
+    LogCapture cap;
+    void* s = isend(300000, 0);
+    ctrlRecord rec;
+    memcpy(&rec, ((socketRequest*)s)->ctrl, sizeof(rec));
+    ASSERT_EQ(rec.flags & RAILNET_SOCKET_REC_SOCK_SET, RAILNET_SOCKET_REC_SOCK_SET);
+    memcpy(((socketRequest*)s)->ctrl + sizeof(ctrlRecord), &bad, sizeof(bad));  // posted, not sent yet
+    void* r = irecv(300000, 0);
+    EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << "set 0x" << std::hex << bad;
+    EXPECT_TRUE(LogCapture::contains("do not fit this comm's 4 data sockets")) << LogCapture::all();
+    EXPECT_EQ(((socketRequest*)r)->nTasks, 0);
     closeComms();
   }
 }
@@ -411,7 +432,8 @@ TEST_F(NetSocketCtrl, NoChunkSizeStatedIsNcclsRule) {
 TEST_F(NetSocketCtrl, AnOlderSendersRecordsAreCutByNcclsRule) {
   connect(false);
   ASSERT_EQ(R()->statedTask, 262144u);
-  S()->statedTask = 0;  // what an older sender does: no flag on its records ...
+  S()->statedTask = 0;  // what an older sender does: no flags on its records ...
+  S()->balance = 0;
   S()->minTask = 65536; // ... and its own NCCL_SOCKET_MIN_TASKSIZE
   const size_t sizes[] = {70000, 300000, (1u << 20) + 7};
   std::vector<void*> sends, recvs;
@@ -449,6 +471,10 @@ namespace {
 // move those chunks even if test() is never called on it again: they wait in poll() with
 // SO_RCVLOWAT set to the bytes their chunks still wait for (at most 512 KiB), and read them.
 TEST_F(NetSocketCtrl, HelpersFinishAReceiveThatIsNotTestedAgain) {
+  // socket buffers far smaller than a chunk: the test() that parses the record cannot find
+  // the whole payload already there and finish the receive itself
+  env.set("NCCL_SOCKET_SNDBUF", "65536");
+  env.set("NCCL_SOCKET_RCVBUF", "65536");
   connect(false);
   const size_t size = 6u << 20;  // 4 chunks of 1.5 MiB: each more than one low-water mark
   void* r = irecv(size, 0);
@@ -501,15 +527,16 @@ std::vector<uint32_t> tails(socketComm* c) {
   return t;
 }
 
-// RAILNET_SOCKET_BALANCE (default on): a message of fewer chunks than sockets goes to the
-// consecutive sockets that would deliver it soonest, the first named in its record, and the
-// receiver takes the chunks from there. Socket 0 looks, to the sender, like a connection that
-// stopped moving: a backlog that never drains, measured at the lowest rate. No chunk goes
-// there, on either end, and every byte arrives. (netns: a connection really slowed.)
+// RAILNET_SOCKET_BALANCE (default on): a message goes to the data sockets that would deliver
+// it soonest, named in its record, and the receiver takes the chunks from there. Socket 0
+// looks, to the sender, like a connection that stopped moving: a backlog that never drains,
+// measured at the lowest rate. Messages of 2 chunks: none goes there, on either end, the
+// other three share them evenly (any two of them, not only neighbours), and every byte
+// arrives. (netns: a connection really slowed.)
 TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
   connect(false);
-  ASSERT_EQ(S()->firstSock, 1);
-  ASSERT_EQ(R()->firstSock, 1);
+  ASSERT_EQ(S()->balance, 1);
+  ASSERT_EQ(R()->balance, 1);
   S()->queues[0].planned += 64u << 20;
   S()->queues[0].rate = 1e-6;  // bytes per ns: 1 KB/s
   S()->queues[0].ratedNs = railnetClockNs();
@@ -523,6 +550,27 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
   EXPECT_EQ(s, r) << "both ends placed the chunks alike";
   EXPECT_EQ(s[0], 0u) << "a chunk went to the socket with the backlog";
   EXPECT_EQ(s[1] + s[2] + s[3], 24u);
+  uint32_t most = std::max({s[1], s[2], s[3]}), least = std::min({s[1], s[2], s[3]});
+  EXPECT_LE(most - least, 2u) << s[1] << " " << s[2] << " " << s[3] << " chunks on sockets 1, 2, 3";
+}
+
+// A message that round-robin cuts into one chunk per socket (2 MiB on 4 sockets) skips the
+// stalled socket too: 3 larger chunks on the others, on both ends, and every byte arrives.
+TEST_F(NetSocketCtrl, ALargeMessageSkipsAStalledSocket) {
+  connect(false);
+  ASSERT_EQ(S()->balance, 1);
+  S()->queues[0].planned += 64u << 20;
+  S()->queues[0].rate = 1e-6;
+  S()->queues[0].ratedNs = railnetClockNs();
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 6; k++) {
+    sends.push_back(isend(2u << 20, k));
+    recvs.push_back(irecv(2u << 20, k));
+  }
+  finish(sends, recvs, 0);
+  std::vector<uint32_t> s = tails(S()), r = tails(R());
+  EXPECT_EQ(s, r) << "both ends placed the chunks alike";
+  EXPECT_EQ(s, (std::vector<uint32_t>{0, 6, 6, 6})) << "chunks per socket";
 }
 
 // With the sender's RAILNET_SOCKET_BALANCE=0 (no socket in its records; the receiver, which
@@ -533,8 +581,8 @@ TEST_F(NetSocketCtrl, BalanceOffAtEitherEndIsRoundRobin) {
   for (int mode = 0; mode < 3; mode++) {
     if (mode == 2) env.set("RAILNET_SOCKET_BALANCE", "0");
     connect(false, [&] { env.set("RAILNET_SOCKET_BALANCE", mode == 1 ? "0" : "1"); });
-    EXPECT_EQ(S()->firstSock, mode == 0 ? 1 : 0) << "mode " << mode;
-    EXPECT_EQ(R()->firstSock, mode == 2 ? 0 : 1) << "mode " << mode;
+    EXPECT_EQ(S()->balance, mode == 0 ? 1 : 0) << "mode " << mode;
+    EXPECT_EQ(R()->balance, mode == 2 ? 0 : 1) << "mode " << mode;
     std::vector<void*> sends, recvs;
     size_t first = out.size();
     for (int k = 0; k < 8; k++) {  // one message at a time: each finds the others' chunks moved
