@@ -79,7 +79,9 @@ ncclResult_t ncclNetSocketListen(void* ctx, int dev, void* opaqueHandle, void** 
   lc->flags = lc->nSocks > 0 && railnetSocketCtrlPayloadMax() > 0 ? RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD : 0;
   lc->taskSize = lc->nSocks > 0 ? railnetSocketTaskSizeOffer() : 0;
   if (lc->taskSize > 0) lc->flags |= RAILNET_SOCKET_HANDLE_TASK_SIZE;
-  if (lc->nSocks > 1 && railnetSocketBalance()) lc->flags |= RAILNET_SOCKET_HANDLE_SOCK_SET;
+  /* (only with a stated chunk size: with each end's own NCCL_SOCKET_MIN_TASKSIZE, a set could
+   * make as many chunks of other sizes at the two ends) */
+  if (lc->nSocks > 1 && lc->taskSize > 0 && railnetSocketBalance()) lc->flags |= RAILNET_SOCKET_HANDLE_SOCK_SET;
   handle->flags = lc->flags;
   handle->taskSize = lc->taskSize;
   memcpy(opaqueHandle, handle, sizeof(*handle));
@@ -137,7 +139,8 @@ ncclResult_t ncclNetSocketConnect(void* ctx, int dev, void* opaqueHandle, void**
     railnetConnStageAdd(&connectStates, &st->link, opaqueHandle, sizeof(socketHandle));
     if (h->flags & RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD) st->comm->ctrlMax = railnetSocketCtrlPayloadMax();
     if (h->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) st->comm->minTask = st->comm->statedTask = h->taskSize;
-    st->comm->balance = (h->flags & RAILNET_SOCKET_HANDLE_SOCK_SET) && h->nSocks > 1 && railnetSocketBalance();
+    st->comm->balance = (h->flags & RAILNET_SOCKET_HANDLE_SOCK_SET) && (h->flags & RAILNET_SOCKET_HANDLE_TASK_SIZE) &&
+                        h->nSocks > 1 && railnetSocketBalance();
   }
   socketComm* c = st->comm;
   while (st->link.state <= c->nSocks) {

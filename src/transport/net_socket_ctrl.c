@@ -247,7 +247,8 @@ static int recordFlagsOffered(const socketComm* c, const ctrlRecord* rec) {
                      (c->balance ? RAILNET_SOCKET_REC_SOCK_SET : 0u);
   if ((rec->flags & ~offered) != 0 || rec->size <= (uint64_t)c->inlineSize) return 0;
   if (rec->flags & RAILNET_SOCKET_REC_ON_CTRL) return rec->flags == RAILNET_SOCKET_REC_ON_CTRL;
-  return 1;
+  /* a set comes with the stated chunk size: both ends cut by the same one */
+  return !(rec->flags & RAILNET_SOCKET_REC_SOCK_SET) || (rec->flags & RAILNET_SOCKET_REC_TASK_SIZE);
 }
 
 /* A record of a payload larger than inline, or with flags: whether the flags are offered and
@@ -340,6 +341,7 @@ static ncclResult_t ctrlRecv(socketComm* c, uint64_t* touched) {
     int again = 0;
     if (recvStep(c, r, &res, &again)) {
       ctrlDone(c, r, touched);
+      if (r->state == REQ_FAILED) return ncclRemoteError;
       continue;
     }
     if (res != ncclSuccess) return res;

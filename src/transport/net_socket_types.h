@@ -76,7 +76,6 @@ typedef struct {
   uint64_t ackedSeen; /* acked, moved and planned at seenNs, the start of the rate's interval */
   uint64_t movedSeen;
   uint64_t plannedSeen;
-  uint64_t rwndSeen;  /* TCP_INFO's tcpi_rwnd_limited at seenNs */
   uint64_t seenNs;
   double rate;        /* bytes per ns it delivered between samples while busy (0: not measured yet) */
   int stale;          /* rate was measured long ago (it kept up since, or idled) */

@@ -27,7 +27,8 @@ extern "C" {
                                                  taskSize bytes */
 /* 4u: retired (an earlier railnet's first-socket offer); never offered, so an earlier sender goes round-robin */
 #define RAILNET_SOCKET_HANDLE_SOCK_SET 8u     /* records flagged RAILNET_SOCKET_REC_SOCK_SET: the sender chooses the
-                                                 data sockets of each message */
+                                                 data sockets of each message (offered, and used, only with
+                                                 RAILNET_SOCKET_HANDLE_TASK_SIZE) */
 
 typedef struct {
   uint64_t handleMagic;  /* RAILNET_SOCKET_HANDLE_MAGIC: tells a railnet handle from garbage */
@@ -46,8 +47,9 @@ typedef struct {
                                           into chunks of at least the handle's taskSize; without it, of at least
                                           the receiver's own NCCL_SOCKET_MIN_TASKSIZE (NCCL's rule) */
 /* 4u and bits 8..31: not used (zero) */
-#define RAILNET_SOCKET_REC_SOCK_SET 8u /* the payload (on the data sockets) goes to the sockets of the uint64_t that
-                                         follows the record on the control socket (ctrlSockSet); without it, to
+#define RAILNET_SOCKET_REC_SOCK_SET 8u /* (with RAILNET_SOCKET_REC_TASK_SIZE) the payload (on the data sockets)
+                                         goes to the sockets of the uint64_t that follows the record on the
+                                         control socket (ctrlSockSet); without it, to
                                          the next sockets in turn from the one after the last chunk of the previous
                                          record without it (NCCL's round-robin) */
 

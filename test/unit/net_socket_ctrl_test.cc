@@ -329,7 +329,8 @@ TEST_F(NetSocketCtrl, InlineSizeZeroAndLargerThanTheLimit) {
 // A peer that writes flags this comm never offers, or where they cannot be: an unknown bit
 // (4 and bits 8-15 were an earlier railnet's first socket), both the control-socket and the
 // chunk-size flag (one says the payload is on the control socket, the other on the data
-// sockets), the control-socket flag with a socket set, any flag on a message the receiver
+// sockets), the control-socket flag with a socket set, a set without the chunk-size flag (the
+// ends could cut by different sizes), any flag on a message the receiver
 // takes as inline (another NCCL_SOCKET_INLINE at the peer). The receive fails with the WARN;
 // nothing is read past the record as a payload or a socket set.
 TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
@@ -340,7 +341,7 @@ TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
     size_t size;  // 100: inline
   };
   for (Case c : {Case{4u, 4096}, Case{16u, 4096}, Case{0x80000000u, 4096}, Case{both, 4096},
-                 Case{RAILNET_SOCKET_REC_ON_CTRL | set, 4096}, Case{set | 1u << 8, 4096},
+                 Case{RAILNET_SOCKET_REC_ON_CTRL | set, 4096}, Case{set | 1u << 8, 4096}, Case{set, 4096},
                  Case{RAILNET_SOCKET_REC_TASK_SIZE | 1u << 8, 4096}, Case{set | 1u << 16, 4096},
                  Case{RAILNET_SOCKET_REC_ON_CTRL, 100}, Case{RAILNET_SOCKET_REC_TASK_SIZE, 100}, Case{set, 100}}) {
     connect(false);
@@ -359,21 +360,27 @@ TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
 }
 
 // A socket set that does not fit the receiving comm (RAILNET_SOCKET_REC_SOCK_SET, the set
-// after the record): no socket, a socket it does not have (4 and 63 of 4), more sockets than
-// the payload makes chunks (300000 bytes in chunks of at least 256 KiB: 2, not 3 or 4). The
-// receive fails with the WARN and posts no chunk.
+// after the record), written straight on the control socket by a broken peer: no socket, a
+// socket it does not have (4 and 63 of 4), more sockets than the payload makes chunks (300000
+// bytes in chunks of at least 256 KiB: 2, not 3 or 4). The test() that reads it fails the
+// receive with the WARN, and no chunk is posted.
 TEST_F(NetSocketCtrl, ASocketSetThatDoesNotFitFailsTheReceive) {
   for (uint64_t bad : {0x0ull, 0x10ull, 0x11ull, 1ull << 63, 0x7ull, 0xfull}) {
     connect(false);
     ASSERT_EQ(R()->balance, 1);
     LogCapture cap;
-    void* s = isend(300000, 0);
-    ctrlRecord rec;
-    memcpy(&rec, ((socketRequest*)s)->ctrl, sizeof(rec));
-    ASSERT_EQ(rec.flags & RAILNET_SOCKET_REC_SOCK_SET, RAILNET_SOCKET_REC_SOCK_SET);
-    memcpy(((socketRequest*)s)->ctrl + sizeof(ctrlRecord), &bad, sizeof(bad));  // posted, not sent yet
+    ctrlRecord rec = {300000, 0, RAILNET_SOCKET_REC_SOCK_SET | RAILNET_SOCKET_REC_TASK_SIZE};
+    char wire[sizeof(rec) + sizeof(bad)];
+    memcpy(wire, &rec, sizeof(rec));
+    memcpy(wire + sizeof(rec), &bad, sizeof(bad));
+    ASSERT_EQ(send(S()->ctrl.fd, wire, sizeof(wire), 0), (ssize_t)sizeof(wire));
     void* r = irecv(300000, 0);
-    EXPECT_EQ(receiveFailure(s, r), ncclRemoteError) << "set 0x" << std::hex << bad;
+    ncclResult_t res = ncclSuccess;
+    int done = 0;
+    long long dl = netNowNs() + 30000000000LL;
+    while (res == ncclSuccess && !done && netNowNs() < dl) res = net()->test(r, &done, nullptr);
+    EXPECT_EQ(res, ncclRemoteError) << "set 0x" << std::hex << bad;
+    EXPECT_EQ(done, 0);
     EXPECT_TRUE(LogCapture::contains("do not fit this comm's 4 data sockets")) << LogCapture::all();
     EXPECT_EQ(((socketRequest*)r)->nTasks, 0);
     closeComms();
@@ -416,8 +423,10 @@ TEST_F(NetSocketCtrl, NoChunkSizeStatedIsNcclsRule) {
   socketHandle h;
   memcpy(&h, handle, sizeof(h));
   EXPECT_EQ(h.flags & RAILNET_SOCKET_HANDLE_TASK_SIZE, 0u);
+  EXPECT_EQ(h.flags & RAILNET_SOCKET_HANDLE_SOCK_SET, 0u) << "a set without a stated chunk size";
   net()->closeListen(l);
   connect(false);
+  EXPECT_EQ(S()->balance, 0);
   EXPECT_EQ(S()->minTask, 65536u);
   EXPECT_EQ(S()->statedTask, 0u);
   EXPECT_EQ(R()->statedTask, 0u);
@@ -554,23 +563,24 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
   EXPECT_LE(most - least, 2u) << s[1] << " " << s[2] << " " << s[3] << " chunks on sockets 1, 2, 3";
 }
 
-// A message that round-robin cuts into one chunk per socket (2 MiB on 4 sockets) skips the
-// stalled socket too: 3 larger chunks on the others, on both ends, and every byte arrives.
-TEST_F(NetSocketCtrl, ALargeMessageSkipsAStalledSocket) {
+// Messages of 700 KiB: 3 chunks on 4 sockets (256 KiB, 256 KiB and a short last one), so the
+// round-robin choice wraps (sockets 3, 0, 1 after 0, 1, 2) and the short chunk lands on a
+// lower socket than the others of its message; one socket measured slower than the others
+// but not stalled. Both ends place every chunk alike, and every byte arrives.
+TEST_F(NetSocketCtrl, WrappingSetsAndShortChunksArriveWhole) {
   connect(false);
   ASSERT_EQ(S()->balance, 1);
-  S()->queues[0].planned += 64u << 20;
-  S()->queues[0].rate = 1e-6;
-  S()->queues[0].ratedNs = railnetClockNs();
+  S()->queues[2].rate = 0.3;
+  S()->queues[2].ratedNs = railnetClockNs();
   std::vector<void*> sends, recvs;
-  for (int k = 0; k < 6; k++) {
-    sends.push_back(isend(2u << 20, k));
-    recvs.push_back(irecv(2u << 20, k));
+  for (int k = 0; k < 10; k++) {
+    sends.push_back(isend(700u << 10, k));
+    recvs.push_back(irecv(700u << 10, k));
   }
   finish(sends, recvs, 0);
   std::vector<uint32_t> s = tails(S()), r = tails(R());
   EXPECT_EQ(s, r) << "both ends placed the chunks alike";
-  EXPECT_EQ(s, (std::vector<uint32_t>{0, 6, 6, 6})) << "chunks per socket";
+  EXPECT_EQ(s[0] + s[1] + s[2] + s[3], 30u);
 }
 
 // With the sender's RAILNET_SOCKET_BALANCE=0 (no socket in its records; the receiver, which
