@@ -23,9 +23,9 @@
  * intervals of at least 1 ms during which the socket was never idle (some of the bytes it had
  * handed to the kernel at the start are still not acknowledged at the end) and some bytes
  * were acknowledged. An idle socket says nothing about its path, and an interval that may
- * hold an idle gap (between two bursts) would make a fast path look slow. 0 until measured. Stale (the rate kept, flagged) when, 100 ms or more after the
- * last measurement, the socket had delivered by the end of an interval all it was given
- * before it. */
+ * hold an idle gap (between two bursts) would make a fast path look slow. 0 until measured.
+ * Stale (the rate kept, flagged) when, more than 100 ms after the last measurement, the
+ * socket had delivered by the end of an interval all it was given before it. */
 static void queueRefresh(socketComm* c, int s, uint64_t now) {
   taskQueue* q = &c->queues[s];
   uint64_t moved = __atomic_load_n(&q->moved, __ATOMIC_RELAXED);

@@ -13,8 +13,9 @@ struct socketComm;
 
 /* Moves the control stream of comm c for its requests in posting order: records, inline
  * payloads, and whole payloads when there are no data sockets; a request whose part of the
- * stream is through is REQ_DATA, its larger payload posted as tasks to the data sockets. A
- * failure fails the comm (with a WARN naming the peer) and is returned. */
+ * stream is through is REQ_DATA, its larger payload posted as tasks to the data sockets (a
+ * receive whose socket set does not fit is REQ_FAILED). A failure fails the comm (with a WARN
+ * naming the peer) and is returned. */
 ncclResult_t railnetSocketCtrlProgress(struct socketComm* c);
 /* Whether the stream may wait for a later progress call without delaying data: a send comm
  * whose next waiting request is small (below NCCL_SOCKET_MIN_TASKSIZE: its bytes then leave

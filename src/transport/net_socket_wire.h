@@ -3,7 +3,8 @@
  *   - the handle listen hands out, which NCCL's bootstrap carries to the connecting rank;
  *   - each socket's index, sent by the connector after the handshake (an int32_t: 0 ..
  *     nSocks - 1 a data socket, nSocks the control socket);
- *   - the control record at the start of every message on the control socket.
+ *   - the control record at the start of every message on the control socket, and the
+ *     socket set after it (RAILNET_SOCKET_REC_SOCK_SET).
  * Fields are only ever added at the end of the handle (zeros from an older listener mean
  * "none of the newer features"); the record's flags are used only when the receiver's
  * handle offered them. The _Static_asserts fail the build when a layout moves.
@@ -46,7 +47,7 @@ typedef struct {
 #define RAILNET_SOCKET_REC_TASK_SIZE 2u /* the payload (larger than NCCL_SOCKET_INLINE, on the data sockets) is cut
                                           into chunks of at least the handle's taskSize; without it, of at least
                                           the receiver's own NCCL_SOCKET_MIN_TASKSIZE (NCCL's rule) */
-/* 4u and bits 8..31: not used (zero) */
+/* every other bit (4u, 16u and up) is zero: 4u and bits 8..15 were an earlier railnet's first socket */
 #define RAILNET_SOCKET_REC_SOCK_SET 8u /* (with RAILNET_SOCKET_REC_TASK_SIZE) the payload (on the data sockets)
                                          goes to the sockets of the uint64_t that follows the record on the
                                          control socket (ctrlSockSet); without it, to

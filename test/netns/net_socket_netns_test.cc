@@ -209,8 +209,8 @@ struct SlowSocket : TwoHosts {
 
 // Messages of 512 KiB (NCCL's steps: 2 chunks of 256 KiB on 4 data sockets) go to the 2
 // sockets that would deliver them soonest, so the slow connection carries at most half its
-// round-robin share (48 of the 192 chunks; about 9 here, the first few before its rate is
-// measured).
+// round-robin share (48 of the 192 chunks; about 9 here: the first few before its rate is
+// measured, and probes once its rate went stale).
 TEST_F(SlowSocket, ItGetsFewerChunks) {
   NetPlan plan;
   plan.sizes.assign(96, 512u << 10);

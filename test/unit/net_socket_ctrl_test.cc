@@ -76,6 +76,8 @@ struct NetSocketCtrl : ::testing::Test {
   socketComm* R() { return (socketComm*)rc; }
   void* isend(size_t size, int k) {
     out.emplace_back(size + 1, (char)(0x20 + k % 90));
+    for (size_t i = 0; i < size; i++)  // by position too: chunks swapped or misplaced do not compare equal
+      out.back()[i] = (char)(0x20 + (k * 31 + i / 4096) % 90);
     outSize.push_back(size);
     void* req = nullptr;
     long long dl = netNowNs() + 30000000000LL;
@@ -360,27 +362,36 @@ TEST_F(NetSocketCtrl, UnknownOrMisplacedFlagsFailTheReceive) {
 }
 
 // A socket set that does not fit the receiving comm (RAILNET_SOCKET_REC_SOCK_SET, the set
-// after the record), written straight on the control socket by a broken peer: no socket, a
-// socket it does not have (4 and 63 of 4), more sockets than the payload makes chunks (300000
-// bytes in chunks of at least 256 KiB: 2, not 3 or 4). The test() that reads it fails the
-// receive with the WARN, and no chunk is posted.
+// after the record), written straight on the control socket by a broken peer, the set
+// arriving after the record was parsed: no socket, a socket it does not have (4 and 63 of
+// 4), more sockets than the payload makes chunks (300000 bytes in chunks of at least 256
+// KiB: 2, not 3 or 4). The test() that reads it fails the receive with the WARN, and no
+// chunk is posted.
 TEST_F(NetSocketCtrl, ASocketSetThatDoesNotFitFailsTheReceive) {
   for (uint64_t bad : {0x0ull, 0x10ull, 0x11ull, 1ull << 63, 0x7ull, 0xfull}) {
     connect(false);
     ASSERT_EQ(R()->balance, 1);
     LogCapture cap;
     ctrlRecord rec = {300000, 0, RAILNET_SOCKET_REC_SOCK_SET | RAILNET_SOCKET_REC_TASK_SIZE};
-    char wire[sizeof(rec) + sizeof(bad)];
-    memcpy(wire, &rec, sizeof(rec));
-    memcpy(wire + sizeof(rec), &bad, sizeof(bad));
-    ASSERT_EQ(send(S()->ctrl.fd, wire, sizeof(wire), 0), (ssize_t)sizeof(wire));
     void* r = irecv(300000, 0);
+    socketRequest* rr = (socketRequest*)r;
+    ASSERT_EQ(send(S()->ctrl.fd, &rec, sizeof(rec), 0), (ssize_t)sizeof(rec));
     ncclResult_t res = ncclSuccess;
     int done = 0;
     long long dl = netNowNs() + 30000000000LL;
-    while (res == ncclSuccess && !done && netNowNs() < dl) res = net()->test(r, &done, nullptr);
+    while (!rr->recordParsed && res == ncclSuccess && netNowNs() < dl) res = net()->test(r, &done, nullptr);
+    ASSERT_EQ(res, ncclSuccess) << "the record alone, its set still to come";
+    ASSERT_EQ(done, 0);
+    ASSERT_EQ(send(S()->ctrl.fd, &bad, sizeof(bad), 0), (ssize_t)sizeof(bad));  // the set after it
+    while (res == ncclSuccess && !done && netNowNs() < dl) {
+      res = net()->test(r, &done, nullptr);
+      if (res == ncclSuccess) {
+        EXPECT_NE(rr->state, (int)REQ_FAILED) << "the test() that found it said nothing";
+      }
+    }
     EXPECT_EQ(res, ncclRemoteError) << "set 0x" << std::hex << bad;
     EXPECT_EQ(done, 0);
+    EXPECT_EQ(rr->state, (int)REQ_FAILED);
     EXPECT_TRUE(LogCapture::contains("do not fit this comm's 4 data sockets")) << LogCapture::all();
     EXPECT_EQ(((socketRequest*)r)->nTasks, 0);
     closeComms();
@@ -563,10 +574,10 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
   EXPECT_LE(most - least, 2u) << s[1] << " " << s[2] << " " << s[3] << " chunks on sockets 1, 2, 3";
 }
 
-// Messages of 700 KiB: 3 chunks on 4 sockets (256 KiB, 256 KiB and a short last one), so the
-// round-robin choice wraps (sockets 3, 0, 1 after 0, 1, 2) and the short chunk lands on a
-// lower socket than the others of its message; one socket measured slower than the others
-// but not stalled. Both ends place every chunk alike, and every byte arrives.
+// Messages of 700 KiB: 3 chunks on 4 sockets (256 KiB, 256 KiB and a short last one, on the
+// highest socket of the set), so the round-robin choice wraps (sockets 3, 0, 1 after 0, 1,
+// 2); one socket measured slower than the others but not stalled. Both ends place every
+// chunk alike, and every byte arrives where it belongs.
 TEST_F(NetSocketCtrl, WrappingSetsAndShortChunksArriveWhole) {
   connect(false);
   ASSERT_EQ(S()->balance, 1);
