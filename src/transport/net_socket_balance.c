@@ -1,10 +1,10 @@
 /*
  * Where a send comm puts each message's chunks (net_socket_balance.h). When both ends are
- * railnet with RAILNET_SOCKET_BALANCE on, a message on the data sockets goes to the sockets
- * that would deliver it soonest, and its record names them (RAILNET_SOCKET_REC_SOCK_SET); the
- * receiver takes the chunks from there. A slow or congested connection (a path through a busy
- * link) so gets few chunks, or none, where NCCL's round-robin makes every message wait for it
- * in turn. The estimate per socket: the bytes it still has to deliver, over the rate at which
+ * railnet with RAILNET_SOCKET_BALANCE on, each message on the data sockets names its sockets
+ * in its record (RAILNET_SOCKET_REC_SOCK_SET), and the receiver takes the chunks from there:
+ * one with fewer chunks than sockets goes to those that would deliver it soonest. A slow or
+ * congested connection (a path through a busy link) so gets few of those, where NCCL's
+ * round-robin makes every message wait for it in turn. The estimate per socket: the bytes it still has to deliver, over the rate at which
  * its peer acknowledges them. Only the caller's thread (isend) runs this; the helper threads
  * add to `moved`.
  */
