@@ -50,13 +50,14 @@ struct NetSocketCtrl : ::testing::Test {
   // offer: leave the listener's handle as it is, or clear its offer of payloads on the
   // control socket (an older listener's); between listen and connect, between() may change
   // the connector's environment
+  uint32_t clearFlags = 0;  // handle flags the connector does not see (whatever clearOffer says)
   void connect(bool clearOffer, const std::function<void()>& between = nullptr) {
     char handle[NCCL_NET_HANDLE_MAXSIZE];
     ASSERT_EQ(net()->listen(ctx, 0, handle, &lc), ncclSuccess);
-    if (clearOffer) {
+    if (clearOffer || clearFlags) {
       uint32_t flags;
       memcpy(&flags, handle + offsetof(socketHandle, flags), sizeof(flags));
-      flags &= ~RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD;
+      flags &= ~(clearOffer ? RAILNET_SOCKET_HANDLE_CTRL_PAYLOAD : 0u) & ~clearFlags;
       memcpy(handle + offsetof(socketHandle, flags), &flags, sizeof(flags));
     }
     if (between) between();
@@ -592,6 +593,25 @@ TEST_F(NetSocketCtrl, WrappingSetsAndShortChunksArriveWhole) {
   std::vector<uint32_t> s = tails(S()), r = tails(R());
   EXPECT_EQ(s, r) << "both ends placed the chunks alike";
   EXPECT_EQ(s[0] + s[1] + s[2] + s[3], 30u);
+}
+
+// A handle that offers socket sets but states no chunk size (a foreign or broken listener):
+// the connector does not name sets (each end could cut by its own NCCL_SOCKET_MIN_TASKSIZE),
+// and every byte arrives in round-robin order.
+TEST_F(NetSocketCtrl, ASetOfferWithoutAChunkSizeIsNotUsed) {
+  clearFlags = RAILNET_SOCKET_HANDLE_TASK_SIZE;
+  connect(false);
+  EXPECT_EQ(R()->balance, 1) << "the listener offered sets";
+  EXPECT_EQ(S()->balance, 0);
+  EXPECT_EQ(S()->statedTask, 0u);
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 4; k++) {
+    sends.push_back(isend(300000, k));
+    recvs.push_back(irecv(300000, k));
+  }
+  finish(sends, recvs, 0);
+  EXPECT_EQ(tails(S()), tails(R()));
+  EXPECT_EQ(tasksPosted(), 16u) << "300000 bytes: one chunk per data socket (64 KiB at least)";
 }
 
 // With the sender's RAILNET_SOCKET_BALANCE=0 (no socket in its records; the receiver, which
