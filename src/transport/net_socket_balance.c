@@ -2,7 +2,9 @@
  * Where a send comm puts each message's chunks (net_socket_balance.h). When both ends are
  * railnet with RAILNET_SOCKET_BALANCE on, each message on the data sockets names its sockets
  * in its record (RAILNET_SOCKET_REC_SOCK_SET), and the receiver takes the chunks from there:
- * one with fewer chunks than sockets goes to those that would deliver it soonest. A slow or
+ * one with fewer chunks than sockets goes to those that would deliver it soonest, and one
+ * with a chunk for every socket leaves out those that are behind when the others would
+ * deliver it in half the time. A slow or
  * congested connection (a path through a busy link) so gets few of those, where NCCL's
  * round-robin makes every message wait for it in turn. The estimate per socket: the bytes it still has to deliver, over the rate at which
  * its peer acknowledges them. Only the caller's thread (isend) runs this; the helper threads
@@ -59,6 +61,33 @@ static double doneBy(const socketComm* c, int s, const double* rate, size_t task
   return ((double)(q->planned - q->acked) + (double)task) / rate[s];
 }
 
+/* A message with a chunk on every socket: the sockets at the end of `order` (latest first),
+ * at most a quarter of them (one of 2 or 4), are left out, the others taking larger chunks,
+ * when each of them is behind (a chunk or more of its own not delivered yet: a queue that
+ * grew, not a rate alone, which can be noise; many behind at once is the receiver, not their
+ * paths) and the sockets left would deliver the message in half the time `all` that every
+ * socket would take. Returns the set, or 0 to keep every socket. */
+static ctrlSockSet leaveOutSlow(const socketComm* c, size_t size, uint32_t flags, const double* rate,
+                                const int* order, size_t task0, double all) {
+  int n = c->nSocks, best = n, fewest = n - (n / 4 > 1 ? n / 4 : 1);
+  double bestT = all * 0.5;
+  for (int k = n - 1; k >= fewest; k--) {
+    const taskQueue* q = &c->queues[order[k]];
+    if (q->planned - q->acked < task0) break;
+    size_t task = railnetSocketTaskSize(c, size, flags, k);
+    if ((size + task - 1) / task != (size_t)k) break; /* the receiver's cut must give k chunks */
+    double t = 0;
+    for (int i = 0; i < k; i++) {
+      double d = doneBy(c, order[i], rate, task);
+      t = d > t ? d : t;
+    }
+    if (t < bestT) bestT = t, best = k;
+  }
+  ctrlSockSet set = 0;
+  for (int i = 0; i < best && best < n; i++) set |= 1ull << order[i];
+  return set;
+}
+
 ctrlSockSet railnetSocketChooseSet(socketComm* c, size_t size, uint32_t flags) {
   int n = c->nSocks;
   size_t task0 = railnetSocketTaskSize(c, size, flags, n);
@@ -102,14 +131,17 @@ ctrlSockSet railnetSocketChooseSet(socketComm* c, size_t size, uint32_t flags) {
    * quarter sooner */
   double soonest = 0;
   for (int i = 0; i < k0; i++) soonest = key[i] > soonest ? key[i] : soonest;
-  if (soonest < rr * 0.75) {
+  ctrlSockSet fewer = k0 == n && n > 1 ? leaveOutSlow(c, size, flags, rate, order, task0, soonest) : 0;
+  if (fewer != 0) {
+    set = fewer;
+  } else if (soonest < rr * 0.75) {
     set = 0;
     for (int i = 0; i < k0; i++) set |= 1ull << order[i];
   } else {
     c->chooseFrom = (c->chooseFrom + k0) % n;
   }
-  size_t off = 0;
-  for (ctrlSockSet left = set; left != 0; left &= left - 1, off += task0)
-    c->queues[__builtin_ctzll(left)].planned += size - off < task0 ? size - off : task0;
+  size_t task = railnetSocketTaskSize(c, size, flags, __builtin_popcountll(set)), off = 0;
+  for (ctrlSockSet left = set; left != 0; left &= left - 1, off += task)
+    c->queues[__builtin_ctzll(left)].planned += size - off < task ? size - off : task;
   return set;
 }

@@ -17,8 +17,10 @@ struct socketComm;
  * data sockets whose record has `flags`: as many sockets as round-robin over all would take
  * (one chunk each), those whose slowest would deliver its chunk soonest (bytes still to
  * deliver, queued and in the kernel not acknowledged, over its measured rate), any of them,
- * not only neighbours; the next ones in turn unless those are a quarter sooner. The chosen
- * sockets' queued bytes grow by the chunks. */
+ * not only neighbours; the next ones in turn unless those are a quarter sooner. A message
+ * with a chunk on every socket leaves out those that are behind (more than a chunk not
+ * delivered) when the others, in larger chunks, would deliver it in half the time. The
+ * chosen sockets' queued bytes grow by the chunks. */
 ctrlSockSet railnetSocketChooseSet(struct socketComm* c, size_t size, uint32_t flags);
 
 #ifdef __cplusplus

@@ -575,6 +575,29 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
   EXPECT_LE(most - least, 2u) << s[1] << " " << s[2] << " " << s[3] << " chunks on sockets 1, 2, 3";
 }
 
+// Messages of 2 MiB have a chunk for every socket (4 of 512 KiB); socket 0 is behind (64 MiB
+// not delivered) and slow: they leave it out and go in 3 chunks of a third each (the last one
+// short), on both ends alike, every byte where it belongs.
+TEST_F(NetSocketCtrl, MessagesForEverySocketLeaveOutOneBehind) {
+  connect(false);
+  ASSERT_EQ(S()->balance, 1);
+  S()->queues[0].planned += 64u << 20;
+  S()->queues[0].rate = 1e-6;  // bytes per ns: 1 KB/s
+  S()->queues[0].ratedNs = railnetClockNs();
+  std::vector<void*> sends, recvs;
+  for (int k = 0; k < 6; k++) {
+    sends.push_back(isend(2u << 20, k));
+    recvs.push_back(irecv(2u << 20, k));
+  }
+  finish(sends, recvs, 0);
+  std::vector<uint32_t> s = tails(S()), r = tails(R());
+  EXPECT_EQ(s, r) << "both ends placed the chunks alike";
+  EXPECT_EQ(s[0], 0u) << "a chunk went to the socket that is behind";
+  EXPECT_EQ(s[1], 6u);
+  EXPECT_EQ(s[2], 6u);
+  EXPECT_EQ(s[3], 6u);
+}
+
 // Messages of 700 KiB: 3 chunks on 4 sockets (256 KiB, 256 KiB and a short last one, on the
 // highest socket of the set), so the round-robin choice wraps (sockets 3, 0, 1 after 0, 1,
 // 2); one socket measured slower than the others but not stalled. Both ends place every
