@@ -62,7 +62,7 @@ static double doneBy(const socketComm* c, int s, const double* rate, size_t task
 }
 
 /* A message with a chunk on every socket: the sockets at the end of `order` (latest first),
- * at most a quarter of them (one of 2 or 4), are left out, the others taking larger chunks,
+ * at most a quarter of them (one when there are fewer than 8), are left out, the others taking larger chunks,
  * when each of them is behind (a chunk or more of its own not delivered yet: a queue that
  * grew, not a rate alone, which can be noise; many behind at once is the receiver, not their
  * paths) and the sockets left would deliver the message in half the time `all` that every
@@ -83,8 +83,9 @@ static ctrlSockSet leaveOutSlow(const socketComm* c, size_t size, uint32_t flags
     }
     if (t < bestT) bestT = t, best = k;
   }
+  if (best == n) return 0;
   ctrlSockSet set = 0;
-  for (int i = 0; i < best && best < n; i++) set |= 1ull << order[i];
+  for (int i = 0; i < best; i++) set |= 1ull << order[i];
   return set;
 }
 
@@ -93,8 +94,11 @@ ctrlSockSet railnetSocketChooseSet(socketComm* c, size_t size, uint32_t flags) {
   size_t task0 = railnetSocketTaskSize(c, size, flags, n);
   int k0 = (int)((size + task0 - 1) / task0);
   uint64_t now = railnetClockNs();
-  for (int i = 0; i < REFRESH_PER_CHOICE && i < n; i++) queueRefresh(c, (c->balanceNext + i) % n, now);
-  c->balanceNext = (c->balanceNext + REFRESH_PER_CHOICE) % n;
+  /* a message with a chunk for every socket (large: its chunks take far longer than an ioctl
+   * per socket) reads them all, as whether a socket is behind decides if it is left out */
+  int refresh = k0 == n ? n : REFRESH_PER_CHOICE < n ? REFRESH_PER_CHOICE : n;
+  for (int i = 0; i < refresh; i++) queueRefresh(c, (c->balanceNext + i) % n, now);
+  c->balanceNext = (c->balanceNext + refresh) % n;
   double rate[MAX_SOCKETS], fastest = 0;
   for (int s = 0; s < n; s++) {
     rate[s] = c->queues[s].rate;

@@ -18,8 +18,9 @@ struct socketComm;
  * (one chunk each), those whose slowest would deliver its chunk soonest (bytes still to
  * deliver, queued and in the kernel not acknowledged, over its measured rate), any of them,
  * not only neighbours; the next ones in turn unless those are a quarter sooner. A message
- * with a chunk on every socket leaves out those that are behind (more than a chunk not
- * delivered) when the others, in larger chunks, would deliver it in half the time. The
+ * with a chunk on every socket leaves out those that are behind (a chunk or more not
+ * delivered; at most a quarter of the sockets, or one when there are fewer than 8) when the
+ * others, in larger chunks, would deliver it in half the time. The
  * chosen sockets' queued bytes grow by the chunks. */
 ctrlSockSet railnetSocketChooseSet(struct socketComm* c, size_t size, uint32_t flags);
 

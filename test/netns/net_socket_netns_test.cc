@@ -225,15 +225,15 @@ TEST_F(SlowSocket, ItGetsFewerChunks) {
 // slow connection all 48, about 48 s): once it is behind (a chunk of its own not delivered),
 // they leave it out and go in 3 larger chunks; it gets the first window's (8) and one more
 // each time its queue drained, which depends on when the other sockets' buffers filled and
-// the sender waited for the receiver's in-order window (8 - 33, most often 12 - 16, in 15
-// runs here).
+// the sender waited for the receiver's in-order window (8 - 33, most often 11 - 16, in 24
+// runs here; the unit test MessagesForEverySocketLeaveOutOneBehind checks the rule itself).
 TEST_F(SlowSocket, MessagesForEverySocketLeaveItOut) {
   NetPlan plan;
   plan.sizes.assign(48, 2u << 20);
   plan.inflight = 8;
   unsigned t[4] = {0, 0, 0, 0};
   ASSERT_NO_FATAL_FAILURE(run(plan, t));
-  EXPECT_LE(t[0], 40u) << "the slow connection got " << t[0] << " of 48 messages";
+  EXPECT_LE(t[0], 44u) << "the slow connection got " << t[0] << " of 48 messages";
   for (int s = 1; s < 4; s++) EXPECT_GE(t[s], 40u) << "messages left out fast socket " << s;
 }
 

@@ -581,6 +581,7 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
 TEST_F(NetSocketCtrl, MessagesForEverySocketLeaveOutOneBehind) {
   connect(false);
   ASSERT_EQ(S()->balance, 1);
+  ASSERT_EQ(R()->balance, 1);
   S()->queues[0].planned += 64u << 20;
   S()->queues[0].rate = 1e-6;  // bytes per ns: 1 KB/s
   S()->queues[0].ratedNs = railnetClockNs();
