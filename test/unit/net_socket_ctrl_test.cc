@@ -29,6 +29,13 @@ namespace {
 
 const ncclNet_t* net() { return railnetGetNet("socket"); }
 
+// Chunks per data socket of a comm: [s] = tasks posted on socket s so far.
+std::vector<uint32_t> tails(socketComm* c) {
+  std::vector<uint32_t> t;
+  for (int s = 0; s < c->nSocks; s++) t.push_back(c->queues[s].tail);
+  return t;
+}
+
 struct NetSocketCtrl : ::testing::Test {
   ScopedEnv env;
   void* ctx = nullptr;
@@ -94,6 +101,29 @@ struct NetSocketCtrl : ::testing::Test {
     void* req = nullptr;
     EXPECT_EQ(net()->irecv(rc, 1, &data, &size, &tag, &mh, nullptr, &req), ncclSuccess);
     return req;
+  }
+  // Connects with socket sets on, the sender's data socket 0 64 MiB behind and measured at
+  // 1 KB/s (1e-6 bytes per ns).
+  void connectBalancedWithSocket0Behind() {
+    connect(false);
+    ASSERT_EQ(S()->balance, 1);
+    ASSERT_EQ(R()->balance, 1);
+    S()->queues[0].planned += 64u << 20;
+    S()->queues[0].rate = 1e-6;
+    S()->queues[0].ratedNs = railnetClockNs();
+  }
+  // `count` messages of `size` bytes, every byte checked (finish); *chunks: the tasks each data
+  // socket of the sender got, which must be the receiver's too (both ends cut alike).
+  void exchange(size_t size, int count, std::vector<uint32_t>* chunks) {
+    std::vector<void*> sends, recvs;
+    size_t first = out.size();
+    for (int k = 0; k < count; k++) {
+      sends.push_back(isend(size, k));
+      recvs.push_back(irecv(size, k));
+    }
+    ASSERT_NO_FATAL_FAILURE(finish(sends, recvs, first));
+    *chunks = tails(S());
+    ASSERT_EQ(*chunks, tails(R())) << "both ends placed the chunks alike";
   }
   // Drives the sends and receives until all are done; checks every size and byte.
   void finish(std::vector<void*> sends, std::vector<void*> recvs, size_t firstIn) {
@@ -541,13 +571,6 @@ TEST_F(NetSocketCtrl, HelpersFinishAReceiveThatIsNotTestedAgain) {
 
 namespace {
 
-// Chunks per data socket of a comm: [s] = tasks posted on socket s so far.
-std::vector<uint32_t> tails(socketComm* c) {
-  std::vector<uint32_t> t;
-  for (int s = 0; s < c->nSocks; s++) t.push_back(c->queues[s].tail);
-  return t;
-}
-
 // RAILNET_SOCKET_BALANCE (default on): a message goes to the data sockets that would deliver
 // it soonest, named in its record, and the receiver takes the chunks from there. Socket 0
 // looks, to the sender, like a connection that stopped moving: a backlog that never drains,
@@ -555,20 +578,9 @@ std::vector<uint32_t> tails(socketComm* c) {
 // other three share them evenly (any two of them, not only neighbours), and every byte
 // arrives. (netns: a connection really slowed.)
 TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
-  connect(false);
-  ASSERT_EQ(S()->balance, 1);
-  ASSERT_EQ(R()->balance, 1);
-  S()->queues[0].planned += 64u << 20;
-  S()->queues[0].rate = 1e-6;  // bytes per ns: 1 KB/s
-  S()->queues[0].ratedNs = railnetClockNs();
-  std::vector<void*> sends, recvs;
-  for (int k = 0; k < 12; k++) {  // 512 KiB: 2 chunks of 256 KiB on 4 sockets
-    sends.push_back(isend(524288, k));
-    recvs.push_back(irecv(524288, k));
-  }
-  finish(sends, recvs, 0);
-  std::vector<uint32_t> s = tails(S()), r = tails(R());
-  EXPECT_EQ(s, r) << "both ends placed the chunks alike";
+  ASSERT_NO_FATAL_FAILURE(connectBalancedWithSocket0Behind());
+  std::vector<uint32_t> s;
+  ASSERT_NO_FATAL_FAILURE(exchange(524288, 12, &s));  // 512 KiB: 2 chunks of 256 KiB on 4 sockets
   EXPECT_EQ(s[0], 0u) << "a chunk went to the socket with the backlog";
   EXPECT_EQ(s[1] + s[2] + s[3], 24u);
   uint32_t most = std::max({s[1], s[2], s[3]}), least = std::min({s[1], s[2], s[3]});
@@ -579,20 +591,9 @@ TEST_F(NetSocketCtrl, ChunksAvoidAStalledSocket) {
 // not delivered) and slow: they leave it out and go in 3 chunks of a third each (the last one
 // short), on both ends alike, every byte where it belongs.
 TEST_F(NetSocketCtrl, MessagesForEverySocketLeaveOutOneBehind) {
-  connect(false);
-  ASSERT_EQ(S()->balance, 1);
-  ASSERT_EQ(R()->balance, 1);
-  S()->queues[0].planned += 64u << 20;
-  S()->queues[0].rate = 1e-6;  // bytes per ns: 1 KB/s
-  S()->queues[0].ratedNs = railnetClockNs();
-  std::vector<void*> sends, recvs;
-  for (int k = 0; k < 6; k++) {
-    sends.push_back(isend(2u << 20, k));
-    recvs.push_back(irecv(2u << 20, k));
-  }
-  finish(sends, recvs, 0);
-  std::vector<uint32_t> s = tails(S()), r = tails(R());
-  EXPECT_EQ(s, r) << "both ends placed the chunks alike";
+  ASSERT_NO_FATAL_FAILURE(connectBalancedWithSocket0Behind());
+  std::vector<uint32_t> s;
+  ASSERT_NO_FATAL_FAILURE(exchange(2u << 20, 6, &s));
   EXPECT_EQ(s[0], 0u) << "a chunk went to the socket that is behind";
   EXPECT_EQ(s[1], 6u);
   EXPECT_EQ(s[2], 6u);
@@ -608,14 +609,8 @@ TEST_F(NetSocketCtrl, WrappingSetsAndShortChunksArriveWhole) {
   ASSERT_EQ(S()->balance, 1);
   S()->queues[2].rate = 0.3;
   S()->queues[2].ratedNs = railnetClockNs();
-  std::vector<void*> sends, recvs;
-  for (int k = 0; k < 10; k++) {
-    sends.push_back(isend(700u << 10, k));
-    recvs.push_back(irecv(700u << 10, k));
-  }
-  finish(sends, recvs, 0);
-  std::vector<uint32_t> s = tails(S()), r = tails(R());
-  EXPECT_EQ(s, r) << "both ends placed the chunks alike";
+  std::vector<uint32_t> s;
+  ASSERT_NO_FATAL_FAILURE(exchange(700u << 10, 10, &s));
   EXPECT_EQ(s[0] + s[1] + s[2] + s[3], 30u);
 }
 
