@@ -376,8 +376,9 @@ TEST_P(IbLinkFlap, LinkDownOneSecondThenUpAgain) {
 INSTANTIATE_TEST_SUITE_P(Timeouts, IbLinkFlap, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "NcclDefaults" : "Short"; });
 
-// The link goes down and stays down: with a short retry budget (NCCL_IB_TIMEOUT=12,
-// NCCL_IB_RETRY_CNT=2) the transfer fails within the bound (soft-RoCE: at once, "local QP
+// The link goes down and stays down: with a short retry budget (NCCL_IB_TIMEOUT=16,
+// NCCL_IB_RETRY_CNT=4: 1.3 s; not shorter, or the emulated soft-RoCE of a loaded host may
+// run a healthy QP out of retries before the fault) the transfer fails within the bound (soft-RoCE: at once, "local QP
 // operation error"; a hardware NIC: "transport retry counter exceeded"), test() returns an
 // error and the WARN names the peer, the status and the port that is down.
 // At NCCL's defaults too (soft-RoCE fails the posted requests at once; a NIC that keeps
@@ -388,8 +389,8 @@ TEST_P(IbLinkDownForGood, FailsBoundedWithThePeerAndPort) {
   std::string why = vethOrWhy();
   if (!why.empty()) RAILNET_SKIP(why);
   bool atDefaults = GetParam();
-  env.set("NCCL_IB_TIMEOUT", atDefaults ? nullptr : "12");
-  env.set("NCCL_IB_RETRY_CNT", atDefaults ? nullptr : "2");
+  env.set("NCCL_IB_TIMEOUT", atDefaults ? nullptr : "16");
+  env.set("NCCL_IB_RETRY_CNT", atDefaults ? nullptr : "4");
   init();
   LogCapture cap;
   std::unique_ptr<Pipe> p = pair(1 << 20);
@@ -400,6 +401,7 @@ TEST_P(IbLinkDownForGood, FailsBoundedWithThePeerAndPort) {
     ASSERT_TRUE(shQuiet("ip link set veth0 down"));
     downAt = netNowNs();
   });
+  ASSERT_NE(downAt, 0) << "the transfer ended before the link went down: " << err << LogCapture::all();
   double secs = (netNowNs() - downAt) / 1e9;
   EXPECT_EQ(softroceLinkUp("veth0"), 0);
   EXPECT_NE(err, "") << "the transfer completed across a link that was down";
@@ -431,8 +433,8 @@ TEST_P(IbFusedLinkDown, FailsBoundedWithThePeerAndPort) {
   std::string why = vethOrWhy();
   if (!why.empty()) RAILNET_SKIP(why);
   int failover = GetParam();
-  env.set("NCCL_IB_TIMEOUT", "12");
-  env.set("NCCL_IB_RETRY_CNT", "2");
+  env.set("NCCL_IB_TIMEOUT", "16");  // 1.3 s of retries (see IbLinkDownForGood)
+  env.set("NCCL_IB_RETRY_CNT", "4");
   env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", failover ? "1" : "0");
   LogCapture cap;
   init();
@@ -451,6 +453,7 @@ TEST_P(IbFusedLinkDown, FailsBoundedWithThePeerAndPort) {
     ASSERT_TRUE(shQuiet("ip link set veth0 down"));
     downAt = netNowNs();
   });
+  ASSERT_NE(downAt, 0) << "the transfer ended before the link went down: " << err << LogCapture::all();
   double secs = (netNowNs() - downAt) / 1e9;
   EXPECT_EQ(softroceLinkUp("veth0"), 0);
   EXPECT_NE(err, "") << "the transfer completed across a link that was down";
