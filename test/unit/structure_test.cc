@@ -166,6 +166,36 @@ TEST(Structure, ToolsIncludeNoTransportInternalsNorTestSeams) {
   }
 }
 
+// Every wr_id and immediate layout of the IB data path lives in net_ib/wrid.h, with its
+// encode and decode functions: no other file takes a wr_id apart with bit operations, nor
+// defines a wr_id or immediate flag of its own.
+TEST(Structure, WrIdAndImmediateLayoutsLiveInWridH) {
+  std::regex bitOp("\\bwr_id\\s*(&|\\||>>|<<|%)[^&|]|\\bwr_id\\s*=\\s*\\(uint64_t\\)");
+  std::regex flagDef("#\\s*define\\s+RAILNET_IB_(EAGER_(IMM|WR|RTS|RTS_SMALL|MARK|CLOSE|COPY|FO_WR|FO_BITS|FOLD_SHIFT)|"
+                     "FO_(READ|PROBE|ALIVE|CTS_REWRITE)|WRID_\\w+)\\b");
+  std::vector<std::string> files;
+  listFiles("src/transport/net_ib", {".c", ".h"}, &files);
+  ASSERT_GT(files.size(), 20u) << "run from the repository root";
+  int flagsInWridH = 0;
+  for (auto& path : files) {
+    bool inComment = false;
+    std::vector<std::string> lines = readLines(path);
+    bool wrid = endsWith(path, "/wrid.h");
+    for (size_t n = 0; n < lines.size(); n++) {
+      std::string code = stripLine(lines[n], &inComment);
+      if (wrid) {
+        flagsInWridH += std::regex_search(code, flagDef);
+        continue;
+      }
+      EXPECT_FALSE(std::regex_search(code, bitOp))
+          << path << ":" << n + 1 << " builds or takes apart a wr_id itself: use wrid.h's functions (" << lines[n] << ")";
+      EXPECT_FALSE(std::regex_search(code, flagDef))
+          << path << ":" << n + 1 << " defines a wr_id or immediate flag: it belongs in wrid.h (" << lines[n] << ")";
+    }
+  }
+  EXPECT_GE(flagsInWridH, 15) << "wrid.h no longer defines the flags this test looks for: update its list";
+}
+
 TEST(Structure, FilesAreSmall) {
   for (auto& path : codeFiles()) {
     if (path.rfind("ext-net/include/", 0) == 0) continue;  // the ABI structs, one per version

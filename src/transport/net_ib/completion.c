@@ -15,6 +15,7 @@
 #include "prof.h"
 #include "qp.h"
 #include "socket.h"
+#include "wrid.h"
 
 static const char* portStateName(enum ibv_port_state st) {
   switch (st) {
@@ -76,14 +77,17 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
     snprintf(rg, sizeof(rg), "%s", lg); /* connected to itself */
   else
     ibvGetGidStr(&base->remDevs[rd].gid, rg, sizeof(rg));
-  if (flushQp && (wc->wr_id & RAILNET_IB_EAGER_COPY))
+  enum railnetIbSendWr kind = railnetIbSendWrKind(wc->wr_id);
+  if (flushQp && railnetIbWrIdIsEagerCopy(wc->wr_id))
     snprintf(what, sizeof(what), "NIC copy of an eager message into a GPU receive buffer");
   else if (flushQp)
     snprintf(what, sizeof(what), "GPUDirect flush read");
-  else if (base->isSend && (wc->wr_id & RAILNET_IB_FO_READ))
+  else if (base->isSend && kind == RAILNET_IB_SWR_FO_READ)
     snprintf(what, sizeof(what), "RDMA read of the receiver's port failover completion records");
-  else if (base->isSend && (wc->wr_id & (RAILNET_IB_FO_PROBE | RAILNET_IB_FO_ALIVE)))
-    snprintf(what, sizeof(what), "port failover %s write", (wc->wr_id & RAILNET_IB_FO_PROBE) ? "path probe" : "alive");
+  else if (base->isSend && (kind == RAILNET_IB_SWR_FO_PROBE || kind == RAILNET_IB_SWR_FO_ALIVE))
+    snprintf(what, sizeof(what), "port failover %s write", kind == RAILNET_IB_SWR_FO_PROBE ? "path probe" : "alive");
+  else if (base->isSend && kind == RAILNET_IB_SWR_EAGER)
+    snprintf(what, sizeof(what), "eager message write");
   else if (base->isSend)
     snprintf(what, sizeof(what), "data RDMA write of fifo slot %llu", (unsigned long long)wc->wr_id);
   else
@@ -111,31 +115,34 @@ static struct ncclIbRequest* requestAt(struct ncclIbNetCommBase* base, uint64_t 
   return &base->reqChunks[id / NET_IB_REQ_CHUNK][id % NET_IB_REQ_CHUNK];
 }
 
-/* A data write of the sender completed: wr_id is the fifo slot | chunk << 8. */
+/* A send-side completion (wrid.h says what its wr_id carries). */
 static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
-  int slot = (int)(wc->wr_id & 0xff), chunk = (int)((wc->wr_id >> 8) & 0xff);
+  int slot, chunk;
+  unsigned folded; /* the eager writes a data write's completion ended */
+  int plain = railnetIbWrIdDataDecode(wc->wr_id, &slot, &chunk, &folded);
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   struct railnetIbFailover* fo = base->fo;
-  if (wc->wr_id & RAILNET_IB_EAGER_WR) { /* a signaled eager write: it and the unsignaled ones before it */
-    if (q >= 0 && !(fo && fo->dead[q])) base->qps[q].sqPosted -= (int)(wc->wr_id & 0xff);
-    if (wc->wr_id & RAILNET_IB_EAGER_FO_WR) railnetIbEagerFoSent(comm, q, wc->wr_id); /* its isend is done */
+  enum railnetIbSendWr kind = railnetIbSendWrKind(wc->wr_id);
+  if (kind == RAILNET_IB_SWR_EAGER) { /* a signaled eager write: it and the unsignaled ones before it */
+    if (q >= 0 && !(fo && fo->dead[q])) base->qps[q].sqPosted -= (int)railnetIbWrIdEagerEnds(wc->wr_id);
+    if (railnetIbWrIdIsEagerFo(wc->wr_id)) railnetIbEagerFoSent(comm, q, wc->wr_id); /* its isend is done */
     return ncclSuccess;
   }
-  if (fo && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe came back (probe.c) */
-    int pd = (int)(wc->wr_id & 0xff);
+  if (fo && kind == RAILNET_IB_SWR_FO_PROBE) { /* a path probe came back (probe.c) */
+    int pd = railnetIbWrIdFoProbeDev(wc->wr_id);
     if (pd < NCCL_IB_MAX_DEVS_PER_NIC && fo->probeQps[pd] && fo->probeQps[pd]->qp_num == wc->qp_num)
       fo->probeInFlight[pd] = 0; /* (a late one of a probe QP retired by recovery changes nothing) */
     return ncclSuccess;
   }
-  if (fo && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the receiver's completion records are here (records.c) */
+  if (fo && kind == RAILNET_IB_SWR_FO_READ) { /* the receiver's completion records are here (records.c) */
     if (q >= 0 && !fo->dead[q]) base->qps[q].sqPosted--;
     fo->readsOut--;
-    if (fo->readState == RAILNET_IB_FO_READ_POSTED && (wc->wr_id & 0xffff) == (fo->readRound & 0xffff))
+    if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbWrIdFoReadIs(wc->wr_id, fo->readRound))
       fo->readState = RAILNET_IB_FO_READ_DONE;
     return ncclSuccess;
   }
-  if (fo && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* port recovery's check of a new QP */
+  if (fo && kind == RAILNET_IB_SWR_FO_ALIVE) { /* port recovery's check of a new QP */
     fo->aliveInFlight--;
     return ncclSuccess;
   }
@@ -147,8 +154,6 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     fo->chunkPending[slot] &= ~(1ull << chunk);
     fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */
   }
-  uint64_t folded = (wc->wr_id >> RAILNET_IB_EAGER_FOLD_SHIFT) & 0xff; /* eager writes it ended */
-  int plain = (wc->wr_id & 0xff0000) == 0 && (wc->wr_id >> 32) == 0;
   struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && plain ? comm->sendReqs[slot][0] : NULL;
   if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
     WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",
@@ -172,8 +177,8 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
   struct ncclIbNetCommBase* base = &comm->base;
   switch (wc->opcode) {
     case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write, or an eager message's NIC copy */
-      if (wc->wr_id & RAILNET_IB_EAGER_COPY) return railnetIbEagerCopied(comm, d, wc);
-      if ((wc->wr_id & RAILNET_IB_FO_CTS_REWRITE) && base->fo) base->fo->ctsRewrites--;
+      if (railnetIbWrIdIsEagerCopy(wc->wr_id)) return railnetIbEagerCopied(comm, d, wc);
+      if (railnetIbWrIdIsCtsRewrite(wc->wr_id) && base->fo) base->fo->ctsRewrites--;
       return ncclSuccess;
     case IBV_WC_RDMA_READ: { /* flush */
       struct ncclIbRequest* r = requestAt(base, wc->wr_id);
@@ -185,7 +190,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
       return ncclSuccess;
     }
     case IBV_WC_RECV_RDMA_WITH_IMM: {
-      if (comm->eager && (be32toh(wc->imm_data) & RAILNET_IB_EAGER_IMM)) return railnetIbEagerArrived(comm, d, wc);
+      if (comm->eager && railnetIbImmIsEager(be32toh(wc->imm_data))) return railnetIbEagerArrived(comm, d, wc);
       struct ncclIbRequest* r = NULL;
       int evDev = d;
       NCCLCHECK(railnetIbRecvMatch(comm, d, wc, &r, &evDev));
@@ -207,7 +212,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
 ncclResult_t railnetIbProcessWc(struct ncclIbNetCommBase* base, int d, const struct ibv_wc* wc) {
   if (wc->status != IBV_WC_SUCCESS) {
     struct ibv_qp* fq = base->devs[d].flushQp;
-    if (base->fo && !base->isSend && fq && fq->qp_num == wc->qp_num && (wc->wr_id & RAILNET_IB_EAGER_COPY))
+    if (base->fo && !base->isSend && fq && fq->qp_num == wc->qp_num && railnetIbWrIdIsEagerCopy(wc->wr_id))
       return railnetIbEagerFoCopyFailed((struct ncclIbRecvComm*)base, d, wc); /* made again on a device left */
     if (base->fo && !base->isSend && fq && fq->qp_num == wc->qp_num) {
       /* a flush read on a device whose port went: as NCCL, that device's share of the flush

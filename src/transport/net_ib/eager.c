@@ -192,14 +192,14 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   if (size) memcpy(slot + HDR_BYTES, data, size);
   struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->mrs[qp->devIndex]->lkey};
   /* failover: signaled, the request done when it completed (eager_fo.c) */
-  uint64_t wrId = e->fo ? RAILNET_IB_EAGER_FO_WR | (pos & 0xffff) << 32 : 0;
+  uint64_t wrId = e->fo ? railnetIbWrIdEagerFo(pos) : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, (uint32_t)size), wrId));
   /* split over QPs, every QP takes one completion per position: the others get a mark (not
    * under failover: the immediates name the positions) */
   int writes = e->fo ? 1 : railnetIbChunksPerMsg(base);
   for (int i = 1; i < writes; i++)
     NCCLCHECK(railnetIbEagerRingWrite(base, e, railnetIbMsgQp(base, pos, i), pos, NULL,
-                                      RAILNET_IB_EAGER_IMM | RAILNET_IB_EAGER_MARK, 0));
+                                      railnetIbImmEager(0, pos, RAILNET_IB_EAGER_MARK), 0));
   req->type = NCCL_NET_IB_REQ_EAGER;
   req->id = pos;
   req->send.size = size;
@@ -321,7 +321,7 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
 
 ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct railnetIbEager* e = comm->eager;
-  int s = (int)(wc->wr_id % RAILNET_IB_EAGER_SLOTS);
+  int s = railnetIbWrIdEagerCopySlot(wc->wr_id, RAILNET_IB_EAGER_SLOTS);
   struct ncclIbRequest* r = e ? e->copyReq[s] : NULL;
   if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
     WARN("NET/IB : eager copy completion (wr_id 0x%llx) without a receive waiting for it", (unsigned long long)wc->wr_id);
@@ -435,7 +435,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
     comm->qpNextId[q] += step;
     return railnetIbPostRecvs(base, base->qps[q].qp, 1);
   }
-  uint32_t size = e->fo ? imm & RAILNET_IB_EAGER_FO_MASK : imm & ~RAILNET_IB_EAGER_IMM;
+  uint32_t size = railnetIbImmEagerSize(e->fo, imm);
   if (q >= 0 && e->fo && railnetIbEagerFoRepeat(e, id)) { /* the sender wrote it again: delivered or held */
     e->repeats++;
     return railnetIbEagerRepost(comm, q);

@@ -88,6 +88,7 @@
 #define RAILNET_NET_IB_EAGER_H
 #include <stdint.h>
 #include "comm.h"
+#include "wrid.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -102,22 +103,8 @@ extern "C" {
 #define RAILNET_IB_EAGER_RETRY 16        /* small messages through a clear-to-send before irecvs try without */
 #define RAILNET_IB_EAGER_RETRY_MAX 1024  /* ... doubled at each small message's request-to-send, up to this */
 #define RAILNET_IB_EAGER_SIGNAL 8        /* the sender signals one eager write in this many per QP */
-#define RAILNET_IB_EAGER_IMM 0x80000000u /* immediate of an eager write: this bit | the size */
-#define RAILNET_IB_EAGER_WR (1ull << 62) /* wr_id of eager writes (| the WRs a signaled one ends) */
-#define RAILNET_IB_EAGER_RTS 0x40000000u /* ... | this bit: a request-to-send of no bytes (no header) */
-#define RAILNET_IB_EAGER_RTS_SMALL 1u /* ... | this bit with it: for a small message whose memory cannot go eagerly */
-#define RAILNET_IB_EAGER_MARK 0x20000000u /* ... | this bit: split over QPs, a write of no bytes on QP i > 0
-                                          * for the eager message of its position (on QP 0) */
-#define RAILNET_IB_EAGER_CLOSE 0x10000000u /* ... | this bit: the sender's close, of no bytes, on the QP of its
-                                           * next position (it takes none): the clear-to-send protocol from there */
 #define RAILNET_IB_EAGER_CLOSING (1ull << 63) /* receiver's mode word: a multi-receive came, close */
-#define RAILNET_IB_EAGER_FOLD_SHIFT 24 /* a data write's wr_id: << the unsignaled eager writes its completion ends */
-#define RAILNET_IB_EAGER_COPY (1ull << 61) /* wr_id of the receiver's NIC copies into GPU buffers (| fifo slot) */
-#define RAILNET_IB_EAGER_FO_BITS 14 /* failover: immediate = bit | kind | (position & mask) << 14 | size */
-#define RAILNET_IB_EAGER_FO_MASK ((1u << RAILNET_IB_EAGER_FO_BITS) - 1)
-#define RAILNET_IB_EAGER_FO_WR (1ull << 60) /* wr_id of a sender's eager message under failover:
-                                             * | (position & 0xffff) << 32 | the WRs it ends
-                                             * (bits 8-31 stay clear: failover's wr_id flags) */
+/* wr_id and immediate layouts: wrid.h */
 
 /* An irecv queued while the comm closes its eager messages (railnetIbEagerQueue). */
 struct ncclIbMrHandle;

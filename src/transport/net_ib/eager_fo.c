@@ -17,7 +17,7 @@
 /* ------------------------------------------------------------------ receiver */
 
 uint64_t railnetIbEagerFoPos(const struct railnetIbEager* e, uint32_t imm) {
-  uint32_t low = (imm >> RAILNET_IB_EAGER_FO_BITS) & RAILNET_IB_EAGER_FO_MASK;
+  uint32_t low = railnetIbImmEagerPosLow(imm);
   uint32_t ahead = (low - (uint32_t)e->released) & RAILNET_IB_EAGER_FO_MASK;
   /* positions written again lie behind the count delivered, new ones a ring (or the irecvs
    * posted) ahead of it: both far nearer than half the range */
@@ -38,7 +38,7 @@ ncclResult_t railnetIbEagerFoRetell(struct ncclIbRecvComm* comm) { return railne
 ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
-  int s = (int)(wc->wr_id % RAILNET_IB_EAGER_SLOTS), to = -1;
+  int s = railnetIbWrIdEagerCopySlot(wc->wr_id, RAILNET_IB_EAGER_SLOTS), to = -1;
   struct ncclIbRequest* r = e ? e->copyReq[s] : NULL;
   for (int k = 0; k < base->vProps.ndevs && to < 0; k++)
     if (k != d && railnetIbFoDevInUse(base, k)) to = k;
@@ -68,9 +68,9 @@ ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, cons
 
 void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId) {
   struct railnetIbEager* e = comm->eager;
-  uint64_t low = (wrId >> 32) & 0xffff;
+  uint64_t low = railnetIbWrIdEagerFoPos16(wrId);
   int s = (int)(low % RAILNET_IB_EAGER_SLOTS);
-  if (e == NULL || e->slotPos[s] == 0 || ((e->slotPos[s] - 1) & 0xffff) != low) return; /* (the slot moved on) */
+  if (e == NULL || e->slotPos[s] == 0 || !railnetIbWrIdEagerFoIs(wrId, e->slotPos[s] - 1)) return; /* (the slot moved on) */
   struct ncclIbRequest* r = e->slotReq[s];
   if (r != NULL) { /* it arrived: its isend is done */
     memset(r->events, 0, sizeof(r->events));
@@ -116,7 +116,7 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
     memcpy(&hdr, slot, sizeof(hdr));
     struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->mrs[qp->devIndex]->lkey};
     NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, hdr.size),
-                                      RAILNET_IB_EAGER_FO_WR | (pos & 0xffff) << 32));
+                                      railnetIbWrIdEagerFo(pos)));
     struct ncclIbRequest* r = e->slotReq[s];
     if (r) { /* its completion now comes on this device */
       memset(r->events, 0, sizeof(r->events));

@@ -36,7 +36,7 @@ ncclResult_t railnetIbEagerResolve(struct ncclIbRecvComm* comm);
 /* The immediate of a ring write for position pos: RAILNET_IB_EAGER_IMM | bits (its kind and
  * size), under failover with the position's low bits (eager.h). */
 static inline uint32_t railnetIbEagerImm(const struct railnetIbEager* e, uint64_t pos, uint32_t bits) {
-  return RAILNET_IB_EAGER_IMM | bits | (e->fo ? ((uint32_t)pos & RAILNET_IB_EAGER_FO_MASK) << RAILNET_IB_EAGER_FO_BITS : 0);
+  return railnetIbImmEager(e->fo, pos, bits);
 }
 /* Sender: the QP the ring write of position pos goes on (under failover the one standing in
  * for it; NULL: none left). */

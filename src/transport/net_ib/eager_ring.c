@@ -43,10 +43,10 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
   wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * e->stride;
   wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
   if (sge && base->useInline && sge->length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
-  wr.wr_id = RAILNET_IB_EAGER_WR;
+  wr.wr_id = railnetIbWrIdEager(0, 0);
   if (wrId || qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
     wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id |= wrId | ((uint64_t)qp->eagerUnsig + 1);
+    wr.wr_id = railnetIbWrIdEager(wrId, (unsigned)qp->eagerUnsig + 1);
   }
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
   base->work.wrs++;
@@ -82,7 +82,7 @@ ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   wr.wr.rdma.remote_addr = e->remAddr;
   wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = RAILNET_IB_EAGER_WR;
+  wr.wr_id = railnetIbWrIdEager(0, 0);
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
   base->work.wrs++;
   qp->ctsUnsig = 0;
@@ -127,7 +127,7 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
   wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)buf;
   wr.wr.rdma.rkey = mh->mrs[d]->rkey;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = RAILNET_IB_EAGER_COPY | (uint64_t)s;
+  wr.wr_id = railnetIbWrIdEagerCopy(s);
   NCCLCHECK(wrap_ibv_post_send(cd->flushQp, &wr, &bad));
   base->work.wrs++;
   e->nicCopies++;

@@ -33,6 +33,7 @@
 #include "comm.h"
 #include "resiliency.h"
 #include "wire.h"
+#include "wrid.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -113,17 +114,7 @@ enum { RAILNET_IB_FO_READ_NONE = 0, RAILNET_IB_FO_READ_POSTED, RAILNET_IB_FO_REA
  * once on top of its own traffic and run out of retries under the burst. */
 #define RAILNET_IB_FO_REPLAY_WINDOW 2
 
-/* wr_id of the sender's read of the receiver's completion records (| round & 0xffff) */
-#define RAILNET_IB_FO_READ (1ull << 19)
-
-/* wr_id of the sender's path probes (| device index) */
-#define RAILNET_IB_FO_PROBE (1ull << 18)
-
-/* wr_id of the sender's alive writes on a recovering QP */
-#define RAILNET_IB_FO_ALIVE (1ull << 17)
-
-/* wr_id of the receiver's rewritten clear-to-send entries (| slot) */
-#define RAILNET_IB_FO_CTS_REWRITE (1ull << 16)
+/* the wr_ids of failover's own work requests: wrid.h */
 
 /* ---- failover_state.c: bookkeeping */
 /* Whether this side asks for failover (the variable), for its metadata flags. */

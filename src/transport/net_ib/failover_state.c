@@ -172,20 +172,19 @@ static int takeDevice(struct ncclIbNetCommBase* base, int d, const char* cause) 
 int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const struct ibv_wc* wc) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL) return 0;
-  /* an eager write (eager.h): none of the flags below; its QP is judged at the end */
-  int eagerWr = base->isSend && (wc->wr_id & RAILNET_IB_EAGER_WR) && wc->wr_id != UINT64_MAX;
-  /* only the sender posts alive writes (a receiver's pre-posted receives have every bit set) */
-  if (!eagerWr && base->isSend && (wc->wr_id & RAILNET_IB_FO_ALIVE)) { /* a recovering QP failed its alive check */
+  /* the sender's own kinds (wrid.h); an eager write's QP, like a data write's, is judged at the end */
+  enum railnetIbSendWr kind = base->isSend ? railnetIbSendWrKind(wc->wr_id) : RAILNET_IB_SWR_RECV;
+  if (kind == RAILNET_IB_SWR_FO_ALIVE) { /* a recovering QP failed its alive check */
     fo->aliveFailed = 1;
     return 1;
   }
-  if (!eagerWr && base->isSend && (wc->wr_id & RAILNET_IB_FO_READ)) { /* the read of the receiver's records (records.c) */
+  if (kind == RAILNET_IB_SWR_FO_READ) { /* the read of the receiver's records (records.c) */
     fo->readsOut--;
-    if (fo->readState == RAILNET_IB_FO_READ_POSTED && (wc->wr_id & 0xffff) == (fo->readRound & 0xffff))
+    if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbWrIdFoReadIs(wc->wr_id, fo->readRound))
       fo->readState = RAILNET_IB_FO_READ_NONE; /* made again on another QP; its QP is judged below */
   }
-  if (!eagerWr && base->isSend && (wc->wr_id & RAILNET_IB_FO_PROBE)) { /* a path probe failed (probe.c) */
-    int pd = (int)(wc->wr_id & 0xff);
+  if (kind == RAILNET_IB_SWR_FO_PROBE) { /* a path probe failed (probe.c) */
+    int pd = railnetIbWrIdFoProbeDev(wc->wr_id);
     if (pd >= base->vProps.ndevs) return 0;
     if (fo->probeQps[pd] == NULL || fo->probeQps[pd]->qp_num != wc->qp_num) return 1; /* a probe QP retired */
     fo->probeInFlight[pd] = 0;
@@ -206,7 +205,7 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
              fo->probeRetryCnt, wc->status);
     return takeDevice(base, pd, cause);
   }
-  if (!base->isSend && wc->wr_id != UINT64_MAX && (wc->wr_id & RAILNET_IB_FO_CTS_REWRITE)) {
+  if (!base->isSend && railnetIbWrIdIsCtsRewrite(wc->wr_id)) {
     fo->ctsRewrites--; /* a rewritten clear-to-send that did not land: answerQuery writes it again */
     fo->ctsRewriteLost = 1;
   }

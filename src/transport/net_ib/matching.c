@@ -50,13 +50,11 @@ void railnetIbMatchingReport(void) {
          railnetIbParamOooRq() ? "NCCL_IB_OOO_RQ=1" : "NCCL_IB_RESILIENCY_PORT_FAILOVER=1");
 }
 
-#define PREPOSTED_WR_ID UINT64_MAX
-
 static ncclResult_t postOneRecv(struct ncclIbNetCommBase* base, struct ibv_qp* qp) {
   struct ibv_recv_wr wr, *bad = NULL;
   base->work.wrs++;
   memset(&wr, 0, sizeof(wr));
-  wr.wr_id = PREPOSTED_WR_ID;
+  wr.wr_id = RAILNET_IB_WRID_PREPOSTED;
   return wrap_ibv_post_recv(qp, &wr, &bad);
 }
 
@@ -96,10 +94,10 @@ ncclResult_t railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct nc
 static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv_wc* wc, struct ncclIbRequest** req,
                             int* evDev) {
   struct ncclIbNetCommBase* base = &comm->base;
-  uint32_t imm = be32toh(wc->imm_data), want = imm & 0xffffff;
-  int chunk = (int)(imm >> 24), slot = (int)(want % RAILNET_IB_FIFO_SLOTS);
+  uint32_t imm = be32toh(wc->imm_data), want = railnetIbImmFoId(imm);
+  int chunk = railnetIbImmFoChunk(imm), slot = (int)(want % RAILNET_IB_FIFO_SLOTS);
   struct ncclIbRequest* r = comm->recvReqs[slot];
-  int stale = r == NULL || r->type != NCCL_NET_IB_REQ_RECV || (r->id & 0xffffff) != want;
+  int stale = r == NULL || r->type != NCCL_NET_IB_REQ_RECV || railnetIbImmFoId((uint32_t)r->id) != want;
   if (stale && base->fo->dead[q] && chunk < railnetIbChunksPerMsg(base)) {
     *req = NULL; /* a late original of a chunk the sender replayed and this side counted already */
     return ncclSuccess;
@@ -148,8 +146,7 @@ ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct
   }
   struct ncclIbRequest* r = comm->recvReqs[want % RAILNET_IB_FIFO_SLOTS];
   int ok = r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->events[d] > 0;
-  /* an eager comm's ids are 31 bits (post.c) */
-  if (ok && base->matchById) ok = ((uint32_t)r->id & (comm->eager ? 0x7fffffffu : ~0u)) == (uint32_t)want;
+  if (ok && base->matchById) ok = railnetIbImmById(r->id, comm->eager != NULL) == (uint32_t)want;
   if (ok && !base->matchById && comm->prepost) ok = r->id == want;
   if (!ok) {
     WARN("NET/IB : data completion from %s (qp %u, %s %llu) without a receive in flight for it",

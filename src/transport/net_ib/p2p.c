@@ -259,7 +259,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   memset(comm->sizes[slot], 0, sizeof(comm->sizes[slot]));
   struct ibv_recv_wr wr;
   memset(&wr, 0, sizeof(wr));
-  wr.wr_id = (uint64_t)slot;
+  wr.wr_id = railnetIbWrIdRecvSlot(slot);
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbMsgQp(base, req->id, i); /* failover: events counted where meant */
     struct ibv_recv_wr* bad = NULL;
@@ -323,7 +323,7 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
     struct ibv_sge sge = {(uintptr_t)comm->flushBuf, 1, cd->flushMr->lkey};
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = (uint64_t)reqIndex;
+    wr.wr_id = railnetIbWrIdFlush(reqIndex);
     wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
     wr.wr.rdma.rkey = mh->mrs[d]->rkey;
     wr.sg_list = &sge;

@@ -9,6 +9,7 @@
 #include "failover.h"
 #include "ibvwrap.h"
 #include "prof.h"
+#include "wrid.h"
 
 #define IB_WRITE_CHUNK_ALIGNMENT 128
 #define DIVUP(x, y) (((x) + (y)-1) / (y))
@@ -47,21 +48,20 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
     wrs[r].opcode = IBV_WR_RDMA_WRITE;
     wrs[r].wr.rdma.remote_addr = rem[r].addr + offset;
     wrs[r].wr.rdma.rkey = rem[r].rkeys[qp->remDevIndex];
-    wrs[r].wr_id = (uint64_t)slot | ((uint64_t)i << 8);
+    wrs[r].wr_id = railnetIbWrIdData(slot, i, 0);
     wrs[r].next = &wrs[r + 1];
   }
   /* matched by id (matching.h): the immediate is the id, every message writes its sizes */
   int sizesRecord = nreqs > 1 || base->matchById;
   int separateImm = sizesRecord || (comm->ar && (int64_t)reqs[0]->send.size > ncclIbArThreshold);
-  /* by id on an eager comm: 31 bits, the top one says an eager write (eager.h) */
-  uint32_t imm = base->fo ? (uint32_t)(reqs[0]->id & 0xffffff) | ((uint32_t)i << 24)
-                 : base->matchById ? (uint32_t)reqs[0]->id & (comm->eager ? ~RAILNET_IB_EAGER_IMM : ~0u)
+  uint32_t imm = base->fo          ? railnetIbImmFo(reqs[0]->id, i)
+                 : base->matchById ? railnetIbImmById(reqs[0]->id, comm->eager != NULL)
                                    : (uint32_t)reqs[0]->send.size;
   struct ibv_send_wr* last = &wrs[nreqs - 1];
   int nwrs = separateImm ? nreqs + 1 : nreqs;
   if (separateImm) {
     last = &wrs[nreqs];
-    last->wr_id = (uint64_t)slot | ((uint64_t)i << 8);
+    last->wr_id = railnetIbWrIdData(slot, i, 0);
     if (sizesRecord) {
       sges[nreqs].addr = (uintptr_t)comm->sizes[slot];
       sges[nreqs].length = (uint32_t)(nreqs * sizeof(int));
@@ -86,7 +86,7 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   last->send_flags = IBV_SEND_SIGNALED;
   /* its completion also ends the unsignaled eager writes before it on this QP (eager.h): their
    * number rides in its wr_id, per QP (split over QPs, each chunk's QP has its own) */
-  last->wr_id = (uint64_t)slot | ((uint64_t)i << 8) | ((uint64_t)qp->eagerUnsig << RAILNET_IB_EAGER_FOLD_SHIFT);
+  last->wr_id = railnetIbWrIdData(slot, i, (unsigned)qp->eagerUnsig);
   last->next = NULL;
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
@@ -126,7 +126,7 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   /* an eager comm skips the clear-to-send of small irecvs, maybe the signaled slot's too */
   if (comm->eager && ++qp->ctsUnsig >= RAILNET_IB_FIFO_SLOTS / 2) wr.send_flags |= IBV_SEND_SIGNALED;
   if (wr.send_flags & IBV_SEND_SIGNALED) qp->ctsUnsig = 0;
-  wr.wr_id = (uint64_t)slot | (rewrite ? RAILNET_IB_FO_CTS_REWRITE : 0);
+  wr.wr_id = railnetIbWrIdCts(slot, rewrite);
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
   base->work.wrs++;

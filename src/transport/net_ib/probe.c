@@ -146,7 +146,7 @@ static ncclResult_t post(struct ncclIbSendComm* comm, int d) {
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE; /* empty: nothing lands, the receiver's NIC acknowledges it */
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = RAILNET_IB_FO_PROBE | (uint64_t)d;
+  wr.wr_id = railnetIbWrIdFoProbe(d);
   wr.wr.rdma.remote_addr = comm->remSizesAddr;
   wr.wr.rdma.rkey = comm->remSizesRkeys[peerDevOf(base, d)];
   if (wrap_ibv_post_send(fo->probeQps[d], &wr, &bad) != ncclSuccess) {

@@ -95,7 +95,7 @@ ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base) {
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = fo->recRemAddr;
     wr.wr.rdma.rkey = fo->recRemRkeys[qp->remDevIndex];
-    wr.wr_id = RAILNET_IB_FO_READ | (uint64_t)(++fo->readRound & 0xffff);
+    wr.wr_id = railnetIbWrIdFoRead(++fo->readRound);
     NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
     qp->sqPosted++;
     fo->readsOut++;
