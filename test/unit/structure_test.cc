@@ -196,6 +196,32 @@ TEST(Structure, WrIdAndImmediateLayoutsLiveInWridH) {
   EXPECT_GE(flagsInWridH, 15) << "wrid.h no longer defines the flags this test looks for: update its list";
 }
 
+// A QP's send-queue credits (ncclIbQp.sqPosted) change in one module: qp.h's credit
+// functions. Every other file asks them (railnetIbQpRoom) or tells them (Posted, Retired).
+TEST(Structure, SendQueueCreditsChangeInTheQpModuleOnly) {
+  std::regex named("\\bsqPosted\\b");
+  std::vector<std::string> files;
+  listFiles("src", {".c", ".h"}, &files);
+  ASSERT_GT(files.size(), 20u) << "run from the repository root";
+  int inQpH = 0;
+  for (auto& path : files) {
+    bool inComment = false;
+    std::vector<std::string> lines = readLines(path);
+    for (size_t n = 0; n < lines.size(); n++) {
+      std::string code = stripLine(lines[n], &inComment);
+      if (!std::regex_search(code, named)) continue;
+      if (path == "src/transport/net_ib/qp.h") {
+        inQpH++;
+        continue;
+      }
+      bool declaration = path == "src/transport/net_ib/comm.h" && code.find("int sqPosted;") != std::string::npos;
+      EXPECT_TRUE(declaration) << path << ":" << n + 1 << " touches a QP's send-queue credits itself: use qp.h's "
+                               << "railnetIbQpRoom / Posted / Retired (" << lines[n] << ")";
+    }
+  }
+  EXPECT_GE(inQpH, 3) << "qp.h no longer holds the credit functions";
+}
+
 TEST(Structure, FilesAreSmall) {
   for (auto& path : codeFiles()) {
     if (path.rfind("ext-net/include/", 0) == 0) continue;  // the ABI structs, one per version

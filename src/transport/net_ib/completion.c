@@ -125,7 +125,7 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
   struct railnetIbFailover* fo = base->fo;
   enum railnetIbSendWr kind = railnetIbSendWrKind(wc->wr_id);
   if (kind == RAILNET_IB_SWR_EAGER) { /* a signaled eager write: it and the unsignaled ones before it */
-    if (q >= 0 && !(fo && fo->dead[q])) base->qps[q].sqPosted -= (int)railnetIbWrIdEagerEnds(wc->wr_id);
+    if (q >= 0 && !(fo && fo->dead[q])) railnetIbQpRetired(&base->qps[q], (int)railnetIbWrIdEagerEnds(wc->wr_id));
     if (railnetIbWrIdIsEagerFo(wc->wr_id)) railnetIbEagerFoSent(comm, q, wc->wr_id); /* its isend is done */
     return ncclSuccess;
   }
@@ -136,7 +136,7 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     return ncclSuccess;
   }
   if (fo && kind == RAILNET_IB_SWR_FO_READ) { /* the receiver's completion records are here (records.c) */
-    if (q >= 0 && !fo->dead[q]) base->qps[q].sqPosted--;
+    if (q >= 0 && !fo->dead[q]) railnetIbQpRetired(&base->qps[q], 1);
     fo->readsOut--;
     if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbWrIdFoReadIs(wc->wr_id, fo->readRound))
       fo->readState = RAILNET_IB_FO_READ_DONE;
@@ -160,7 +160,7 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
          (unsigned long long)wc->wr_id, wc->opcode, wc->qp_num);
     return ncclInternalError;
   }
-  if (q >= 0) base->qps[q].sqPosted -= comm->slotWrs[slot] + (int)folded; /* the slot's writes on that QP are done */
+  if (q >= 0) railnetIbQpRetired(&base->qps[q], comm->slotWrs[slot] + (int)folded); /* the slot's writes on that QP are done */
   for (int j = 0; j < first->nreqs; j++) {
     struct ncclIbRequest* r = comm->sendReqs[slot][j];
     if (r == NULL || r->events[d] <= 0) {

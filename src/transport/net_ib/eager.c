@@ -171,10 +171,10 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   int s = (int)(base->fifoHead % RAILNET_IB_EAGER_SLOTS);
   /* failover: the last write into this ring slot (maybe one written again) has not completed */
   if (e->fo && (e->slotReq[s] || ((e->resend | e->resendOut) >> s & 1))) return -1 - base->qps[e->slotQp[s]].devIndex;
-  if (e->fo) return qp->sqPosted + 1 > base->sqDepth ? -1 - qp->devIndex : 1; /* no marks */
+  if (e->fo) return !railnetIbQpRoom(base, qp, 1) ? -1 - qp->devIndex : 1; /* no marks */
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* q = railnetIbMsgQp(base, base->fifoHead, i);
-    if (q->sqPosted + 1 > base->sqDepth) return -1 - q->devIndex;
+    if (!railnetIbQpRoom(base, q, 1)) return -1 - q->devIndex;
   }
   return 1;
 }
@@ -231,7 +231,7 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int mem
   if ((mode & 1) ? pos >= to : pos >= comm->eagerModeFrom && pos < to) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbEagerQp(base, pos);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
-  if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
+  if (!railnetIbQpRoom(base, qp, 1)) { /* its completions free it */
     *pollDev = qp->devIndex;
     return ncclSuccess;
   }

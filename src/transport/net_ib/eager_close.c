@@ -11,6 +11,7 @@
 #include "matching.h"
 #include "liveness.h"
 #include "post.h"
+#include "qp.h"
 #include "reg.h"
 #include "socket.h"
 
@@ -41,7 +42,7 @@ ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) 
   if (!railnetIbEagerOpen(e) || !(comm->eagerMode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbEagerQp(base, base->fifoHead);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
-  if (qp->sqPosted + 1 > base->sqDepth) { /* its completions free it */
+  if (!railnetIbQpRoom(base, qp, 1)) { /* its completions free it */
     *pollDev = qp->devIndex;
     return ncclSuccess;
   }

@@ -12,6 +12,7 @@
 #include "liveness.h"
 #include "matching.h"
 #include "post.h"
+#include "qp.h"
 #include "socket.h"
 
 /* ------------------------------------------------------------------ receiver */
@@ -110,7 +111,7 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
     uint64_t pos = e->slotPos[s] - 1;
     struct ncclIbQp* qp = railnetIbEagerQp(base, pos);
     if (qp == NULL) return railnetIbFoFail(base);
-    if (qp->sqPosted + 1 > base->sqDepth) continue; /* at the next step */
+    if (!railnetIbQpRoom(base, qp, 1)) continue; /* at the next step */
     uint8_t* slot = SLOT(e, s); /* still holds it: the slot is written anew only once it was delivered */
     struct railnetIbEagerHdr hdr;
     memcpy(&hdr, slot, sizeof(hdr));
@@ -130,7 +131,7 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
   if (e->closeResend) {
     struct ncclIbQp* qp = railnetIbEagerQp(base, e->closePos);
     if (qp == NULL) return railnetIbFoFail(base);
-    if (qp->sqPosted + 1 > base->sqDepth) return ncclSuccess;
+    if (!railnetIbQpRoom(base, qp, 1)) return ncclSuccess;
     NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, e->closePos, NULL,
                                       railnetIbEagerImm(e, e->closePos, RAILNET_IB_EAGER_CLOSE), 0));
     e->closeQp = (int)(qp - base->qps);

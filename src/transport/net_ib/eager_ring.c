@@ -50,7 +50,7 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
   }
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
   base->work.wrs++;
-  qp->sqPosted++;
+  railnetIbQpPosted(qp, 1);
   if (wr.send_flags & IBV_SEND_SIGNALED) qp->eagerUnsig = 0;
   else qp->eagerUnsig++;
   return ncclSuccess;

@@ -259,7 +259,7 @@ static ncclResult_t postReplays(struct ncclIbSendComm* comm) {
       int q = fo->chunkQp[s][i];
       struct ncclIbQp* qp = &base->qps[q];
       if (fo->dead[q]) continue; /* gone since: the next answer settles it */
-      if (inFlight[q] >= RAILNET_IB_FO_REPLAY_WINDOW || qp->sqPosted + comm->slotWrs[s] > base->sqDepth) continue;
+      if (inFlight[q] >= RAILNET_IB_FO_REPLAY_WINDOW || !railnetIbQpRoom(base, qp, comm->slotWrs[s])) continue;
       NCCLCHECK(railnetIbPostChunk(comm, s, i, qp, fo->slotCts[s]));
       fo->chunkReplay[s] &= ~bit;
       fo->chunkReplaying[s] |= bit;

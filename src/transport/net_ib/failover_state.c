@@ -9,6 +9,7 @@
 #include "devices.h"
 #include "eager.h"
 #include "ibvwrap.h"
+#include "qp.h"
 #include "resiliency.h"
 #include "socket.h"
 
@@ -76,7 +77,7 @@ void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q) {
   fo->dead[q] = 1;
   fo->lastDeadNs = railnetClockNs();
   if (fo->failedNs[base->qps[q].devIndex] == 0) fo->failedNs[base->qps[q].devIndex] = railnetClockNs();
-  base->qps[q].sqPosted = 0; /* nothing is posted on it any more; its flushes are dropped */
+  railnetIbQpDrained(&base->qps[q]); /* nothing is posted on it any more; its flushes are dropped */
   struct ibv_qp_attr attr;
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_ERR;
@@ -239,9 +240,7 @@ int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q) {
   int d = base->qps[q].devIndex, wasInUse = railnetIbFoDevInUse(base, d);
   railnetIbFoRetireQp(fo, base->qps[q].qp);
   base->qps[q].qp = fo->newQps[q];
-  base->qps[q].sqPosted = 0;
-  base->qps[q].eagerUnsig = 0; /* (the unsignaled writes counted went with the old QP) */
-  base->qps[q].ctsUnsig = 0;
+  railnetIbQpCreditsReset(&base->qps[q]); /* (the unsignaled writes counted went with the old QP) */
   fo->newQps[q] = NULL;
   fo->dead[q] = 0;
   fo->told[q] = 0;

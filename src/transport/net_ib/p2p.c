@@ -25,6 +25,7 @@
 #include "ibvwrap.h"
 #include "matching.h"
 #include "post.h"
+#include "qp.h"
 #include "reg.h"
 #include "wire.h"
 #include "prof.h"
@@ -116,7 +117,7 @@ static int slotFits(struct ncclIbSendComm* comm, int nreqs, size_t lastSize, int
          railnetIbFoRecordsOn(base);
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbChunkQp(base, base->fifoHead, i);
-    if (qp == NULL || qp->sqPosted + *wrs > base->sqDepth) return 0;
+    if (qp == NULL || !railnetIbQpRoom(base, qp, *wrs)) return 0;
   }
   return 1;
 }

@@ -9,6 +9,7 @@
 #include "failover.h"
 #include "ibvwrap.h"
 #include "prof.h"
+#include "qp.h"
 #include "wrid.h"
 
 #define IB_WRITE_CHUNK_ALIGNMENT 128
@@ -91,7 +92,7 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, wrs, &bad));
   base->work.wrs += (uint64_t)nwrs;
-  qp->sqPosted += comm->slotWrs[slot];
+  railnetIbQpPosted(qp, comm->slotWrs[slot]);
   qp->eagerUnsig = 0;
   for (int r = 0; base->prof && r < nreqs; r++)
     NCCLCHECK(railnetIbProfStart(base, reqs[r], reqs[r]->phandle, (int)(qp - base->qps), wrs[r].opcode,

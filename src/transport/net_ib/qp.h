@@ -37,6 +37,23 @@ ncclResult_t railnetIbQpSelf(struct ncclIbNetCommBase* base, int devIndex, int t
  * 4.096 us x 2^NCCL_IB_TIMEOUT x (NCCL_IB_RETRY_CNT + 1): 34 s at NCCL's defaults. */
 uint64_t railnetIbRetryTimeNs(void);
 
+/* ---- send-queue credits: the work requests a QP has posted and not yet seen completed
+ * (a signaled completion retires the unsignaled ones before it). Only these change them. */
+/* Whether n more work requests fit in qp's send queue. */
+static inline int railnetIbQpRoom(const struct ncclIbNetCommBase* base, const struct ncclIbQp* qp, int n) {
+  return qp->sqPosted + n <= base->sqDepth;
+}
+static inline void railnetIbQpPosted(struct ncclIbQp* qp, int n) { qp->sqPosted += n; }
+static inline void railnetIbQpRetired(struct ncclIbQp* qp, int n) { qp->sqPosted -= n; }
+/* A QP gone (failover): nothing is outstanding on it any more. */
+static inline void railnetIbQpDrained(struct ncclIbQp* qp) { qp->sqPosted = 0; }
+/* A QP made anew in its place (port recovery): no credit and no unsignaled count carried over. */
+static inline void railnetIbQpCreditsReset(struct ncclIbQp* qp) {
+  qp->sqPosted = 0;
+  qp->eagerUnsig = 0;
+  qp->ctsUnsig = 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@
 #include "failover.h"
 #include "debug.h"
 #include "ibvwrap.h"
+#include "qp.h"
 
 static ncclResult_t alloc(struct railnetIbFailover* fo) {
   NCCLCHECK(RAILNET_CALLOC(&fo->recs, 1, "IB failover completion records"));
@@ -82,7 +83,7 @@ ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base) {
   struct railnetIbFailover* fo = base->fo;
   for (int q = 0; q < base->nqps; q++) {
     struct ncclIbQp* qp = &base->qps[q];
-    if (fo->dead[q] || qp->sqPosted + 1 > base->sqDepth) continue;
+    if (fo->dead[q] || !railnetIbQpRoom(base, qp, 1)) continue;
     struct ibv_sge sge;
     sge.addr = (uintptr_t)fo->recs->rec;
     sge.length = sizeof(fo->recs->rec);
@@ -97,7 +98,7 @@ ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base) {
     wr.wr.rdma.rkey = fo->recRemRkeys[qp->remDevIndex];
     wr.wr_id = railnetIbWrIdFoRead(++fo->readRound);
     NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
-    qp->sqPosted++;
+    railnetIbQpPosted(qp, 1);
     fo->readsOut++;
     base->work.wrs++;
     fo->readState = RAILNET_IB_FO_READ_POSTED;
