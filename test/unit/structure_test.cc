@@ -222,6 +222,28 @@ TEST(Structure, SendQueueCreditsChangeInTheQpModuleOnly) {
   EXPECT_GE(inQpH, 3) << "qp.h no longer holds the credit functions";
 }
 
+// Port failover's state (struct railnetIbFailover) is read and written by the failover files
+// only; the rest of the data path goes through failover.h's hooks (failover_hooks.c).
+TEST(Structure, FailoverStateIsTouchedByTheFailoverFilesOnly) {
+  std::regex field("\\bfo\\s*->");
+  std::regex owner("/(failover|failover_state|failover_msg|failover_hooks|records|recovery|probe)\\.[ch]$");
+  std::vector<std::string> files;
+  listFiles("src", {".c", ".h"}, &files);
+  ASSERT_GT(files.size(), 20u) << "run from the repository root";
+  int inOwners = 0;
+  for (auto& path : files) {
+    bool inComment = false, own = std::regex_search(path, owner);
+    std::vector<std::string> lines = readLines(path);
+    for (size_t n = 0; n < lines.size(); n++) {
+      bool hit = std::regex_search(stripLine(lines[n], &inComment), field);
+      inOwners += own && hit;
+      EXPECT_TRUE(own || !hit) << path << ":" << n + 1 << " reads or writes the failover struct: add or use a hook "
+                               << "of failover.h (" << lines[n] << ")";
+    }
+  }
+  EXPECT_GT(inOwners, 50) << "the failover files no longer use the struct through 'fo->': update this test";
+}
+
 TEST(Structure, FilesAreSmall) {
   for (auto& path : codeFiles()) {
     if (path.rfind("ext-net/include/", 0) == 0) continue;  // the ABI structs, one per version

@@ -122,38 +122,13 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
   unsigned folded; /* the eager writes a data write's completion ended */
   int plain = railnetIbWrIdDataDecode(wc->wr_id, &slot, &chunk, &folded);
   int q = railnetIbQpIndex(base, d, wc->qp_num);
-  struct railnetIbFailover* fo = base->fo;
-  enum railnetIbSendWr kind = railnetIbSendWrKind(wc->wr_id);
-  if (kind == RAILNET_IB_SWR_EAGER) { /* a signaled eager write: it and the unsignaled ones before it */
-    if (q >= 0 && !(fo && fo->dead[q])) railnetIbQpRetired(&base->qps[q], (int)railnetIbWrIdEagerEnds(wc->wr_id));
+  if (railnetIbSendWrKind(wc->wr_id) == RAILNET_IB_SWR_EAGER) { /* a signaled eager write: it and the unsignaled ones before it */
+    if (q >= 0 && !railnetIbFoQpGone(base, q)) railnetIbQpRetired(&base->qps[q], (int)railnetIbWrIdEagerEnds(wc->wr_id));
     if (railnetIbWrIdIsEagerFo(wc->wr_id)) railnetIbEagerFoSent(comm, q, wc->wr_id); /* its isend is done */
     return ncclSuccess;
   }
-  if (fo && kind == RAILNET_IB_SWR_FO_PROBE) { /* a path probe came back (probe.c) */
-    int pd = railnetIbWrIdFoProbeDev(wc->wr_id);
-    if (pd < NCCL_IB_MAX_DEVS_PER_NIC && fo->probeQps[pd] && fo->probeQps[pd]->qp_num == wc->qp_num)
-      fo->probeInFlight[pd] = 0; /* (a late one of a probe QP retired by recovery changes nothing) */
-    return ncclSuccess;
-  }
-  if (fo && kind == RAILNET_IB_SWR_FO_READ) { /* the receiver's completion records are here (records.c) */
-    if (q >= 0 && !fo->dead[q]) railnetIbQpRetired(&base->qps[q], 1);
-    fo->readsOut--;
-    if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbWrIdFoReadIs(wc->wr_id, fo->readRound))
-      fo->readState = RAILNET_IB_FO_READ_DONE;
-    return ncclSuccess;
-  }
-  if (fo && kind == RAILNET_IB_SWR_FO_ALIVE) { /* port recovery's check of a new QP */
-    fo->aliveInFlight--;
-    return ncclSuccess;
-  }
-  if (fo) {
-    /* a gone QP's completions are settled by the failover exchange; a chunk already
-     * settled (it was replayed, or the receiver had it) is not counted twice */
-    if (q < 0 || fo->dead[q] || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return ncclSuccess;
-    if (!(fo->chunkPending[slot] & (1ull << chunk))) return ncclSuccess;
-    fo->chunkPending[slot] &= ~(1ull << chunk);
-    fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */
-  }
+  if (railnetIbFoSendOwnWc(base, q, wc)) return ncclSuccess; /* a probe, records read or alive write */
+  if (!railnetIbFoChunkCompleted(base, q, slot, chunk)) return ncclSuccess; /* settled by the failover */
   struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && plain ? comm->sendReqs[slot][0] : NULL;
   if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
     WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",
@@ -178,7 +153,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
   switch (wc->opcode) {
     case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write, or an eager message's NIC copy */
       if (railnetIbWrIdIsEagerCopy(wc->wr_id)) return railnetIbEagerCopied(comm, d, wc);
-      if (railnetIbWrIdIsCtsRewrite(wc->wr_id) && base->fo) base->fo->ctsRewrites--;
+      if (railnetIbWrIdIsCtsRewrite(wc->wr_id)) railnetIbFoCtsRewriteDone(base);
       return ncclSuccess;
     case IBV_WC_RDMA_READ: { /* flush */
       struct ncclIbRequest* r = requestAt(base, wc->wr_id);

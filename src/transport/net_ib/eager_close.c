@@ -141,7 +141,7 @@ ncclResult_t railnetIbEagerResolve(struct ncclIbRecvComm* comm) {
     memset(comm->sizes[slot], 0, sizeof(comm->sizes[slot]));
     r->events[0] -= k;
     for (int c = 0; c < railnetIbChunksPerMsg(base); c++) r->events[railnetIbMsgQp(base, r->id, c)->devIndex]++;
-    if (base->fo) base->fo->recvMissing[slot] = ~0ull >> (64 - railnetIbChunksPerMsg(base));
+    railnetIbFoRecvExpect(base, slot, railnetIbChunksPerMsg(base));
     for (int j = 0; j < k; j++) {
       int i = r->recv.map[j];
       struct ncclIbSendFifo* el = &comm->elems[slot][j];

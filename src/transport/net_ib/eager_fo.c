@@ -85,18 +85,17 @@ void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId) {
 ncclResult_t railnetIbEagerFoFailedOver(struct ncclIbSendComm* comm, int* n) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEager* e = comm->eager;
-  struct railnetIbFailover* fo = base->fo;
   *n = 0;
   if (e == NULL || !e->fo) return ncclSuccess;
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) {
     uint32_t bit = 1u << s;
-    if ((e->slotReq[s] == NULL && !(e->resendOut & bit)) || !fo->dead[e->slotQp[s]]) continue;
+    if ((e->slotReq[s] == NULL && !(e->resendOut & bit)) || !railnetIbFoQpGone(base, e->slotQp[s])) continue;
     e->resendOut &= ~bit; /* a write again lost too (its QP is gone and settled) */
     if (e->slotReq[s] == NULL) continue; /* acknowledged: it arrived */
     e->resend |= bit;
     (*n)++;
   }
-  if (e->closeQp >= 0 && fo->dead[e->closeQp]) e->closeResend = 1;
+  if (railnetIbFoQpGone(base, e->closeQp)) e->closeResend = 1;
   e->rtsSent = 0; /* a request-to-send lost with its QP goes again if still needed */
   return railnetIbEagerFoResend(comm);
 }

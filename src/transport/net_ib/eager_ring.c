@@ -26,7 +26,7 @@ int railnetIbEagerCopyDev(struct ncclIbNetCommBase* base, uint64_t pos) {
 
 ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q) {
   struct ncclIbNetCommBase* base = &comm->base;
-  if (base->fo && base->fo->dead[q]) return ncclSuccess;
+  if (railnetIbFoQpGone(base, q)) return ncclSuccess;
   return railnetIbPostRecvs(base, base->qps[q].qp, 1);
 }
 

@@ -218,6 +218,30 @@ ncclResult_t railnetIbFoProgress(struct ncclIbNetCommBase* base);
 /* Sender: while a failover is under way no new fifo slot is taken. */
 int railnetIbFoBusy(struct ncclIbNetCommBase* base);
 
+/* ---- failover_hooks.c: the data path's hooks (each a no-op without failover) */
+/* QP q is gone (0 without failover, or for q < 0). */
+int railnetIbFoQpGone(const struct ncclIbNetCommBase* base, int q);
+/* The peer closed the comm's socket (failover_msg.c reads it, and so sees the end). */
+int railnetIbFoPeerClosed(const struct ncclIbNetCommBase* base);
+/* Sender: a successful completion of failover's own work on QP q (a path probe, the read of
+ * the receiver's records, an alive write): 1 when it was one (and is accounted), else 0. */
+int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc);
+/* Sender: chunk of fifo slot completed on QP q: 1 when it counts (the first time, on a QP
+ * not gone), 0 when failover settled it already. */
+int railnetIbFoChunkCompleted(struct ncclIbNetCommBase* base, int q, int slot, int chunk);
+/* Sender: the n clear-to-send entries slot's writes go to (kept for replays: use the copy). */
+const struct ncclIbSendFifo* railnetIbFoKeepCts(struct ncclIbNetCommBase* base, int slot,
+                                                const struct ncclIbSendFifo* cts, int n);
+/* Sender: chunk of slot is posted on QP q. */
+void railnetIbFoChunkPosted(struct ncclIbNetCommBase* base, int slot, int chunk, int q);
+/* Receiver: slot's receive waits for this many chunks (0: none, it came eagerly). */
+void railnetIbFoRecvExpect(struct ncclIbNetCommBase* base, int slot, int chunks);
+/* Receiver: chunk of slot arrived: 1 the first time, 0 for a replay of one counted. */
+int railnetIbFoRecvArrived(struct ncclIbNetCommBase* base, int slot, int chunk);
+/* Receiver: a rewritten clear-to-send entry was posted / completed. */
+void railnetIbFoCtsRewritePosted(struct ncclIbNetCommBase* base);
+void railnetIbFoCtsRewriteDone(struct ncclIbNetCommBase* base);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,7 +26,7 @@ ncclResult_t railnetIbPeerCheck(struct ncclIbNetCommBase* base, const char* duri
   if (now < base->peerLookNs) return ncclSuccess;
   base->peerLookNs = now + RAILNET_IB_PEER_LOOK_MS * 1000000ull;
   /* with failover its messages are read off the socket by failover_msg.c, which sees the end */
-  int gone = (base->fo && base->fo->sockClosed) || railnetSocketPeerGone(&base->sock);
+  int gone = railnetIbFoPeerClosed(base) || railnetSocketPeerGone(&base->sock);
   if (!gone) return ncclSuccess;
   if (base->peerGoneNs == 0) base->peerGoneNs = now;
   if (now - base->peerGoneNs < RAILNET_IB_PEER_GRACE_MS * 1000000ull) return ncclSuccess;

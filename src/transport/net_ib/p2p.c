@@ -75,11 +75,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
   int nreqs = comm->ctsCount;
   const struct ncclIbSendFifo* rem = comm->cts;
-  struct railnetIbFailover* fo = base->fo;
-  if (fo) { /* a replay writes to the same entries */
-    memcpy(fo->slotCts[slot], comm->cts, (size_t)nreqs * sizeof(comm->cts[0]));
-    rem = fo->slotCts[slot];
-  }
+  rem = railnetIbFoKeepCts(base, slot, rem, nreqs); /* failover: a replay writes to the same entries */
   /* the slot may be written again for position fifoHead + RAILNET_IB_FIFO_SLOTS */
   for (int r = 0; r < nreqs; r++) slots[r].idx = 0;
   comm->ctsCount = 0;
@@ -95,12 +91,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     }
     for (int j = 0; j < nreqs; j++)
       if (reqs[j]) reqs[j]->events[qp->devIndex]++;
-    if (fo) {
-      fo->chunkQp[slot][i] = (uint8_t)(qp - base->qps);
-      fo->chunkPending[slot] |= 1ull << i;
-      fo->chunkReplaying[slot] &= ~(1ull << i);
-      fo->chunkReplay[slot] &= ~(1ull << i);
-    }
+    railnetIbFoChunkPosted(base, slot, i, (int)(qp - base->qps));
     NCCLCHECK(railnetIbPostChunk(comm, slot, i, qp, rem));
   }
   return ncclSuccess;
@@ -284,7 +275,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
     elems[i].tag = (uint32_t)tags[i];
     elems[i].idx = base->fifoHead + 1;
   }
-  if (base->fo) base->fo->recvMissing[slot] = ~0ull >> (64 - railnetIbChunksPerMsg(base));
+  railnetIbFoRecvExpect(base, slot, railnetIbChunksPerMsg(base));
   int cts = 1;
   if (railnetIbEagerOpen(comm->eager)) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
   if (cts) NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);

@@ -131,6 +131,6 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
   base->work.wrs++;
-  if (rewrite) base->fo->ctsRewrites++;
+  if (rewrite) railnetIbFoCtsRewritePosted(base);
   return ncclSuccess;
 }

@@ -1,0 +1,90 @@
+/*
+ * Port failover's hooks for the data path (failover.h): what p2p, post, completion, matching,
+ * liveness and the eager files ask of the failover state or tell it. The failover struct is
+ * read and written here and in the failover files only; without failover (base->fo NULL)
+ * every hook is a no-op that says "nothing gone, nothing to do".
+ */
+#include <string.h>
+#include "failover.h"
+#include "qp.h"
+#include "wrid.h"
+
+int railnetIbFoQpGone(const struct ncclIbNetCommBase* base, int q) {
+  return base->fo != NULL && q >= 0 && base->fo->dead[q];
+}
+
+int railnetIbFoPeerClosed(const struct ncclIbNetCommBase* base) { return base->fo != NULL && base->fo->sockClosed; }
+
+int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return 0;
+  switch (railnetIbSendWrKind(wc->wr_id)) {
+    case RAILNET_IB_SWR_FO_PROBE: { /* a path probe came back (probe.c) */
+      int pd = railnetIbWrIdFoProbeDev(wc->wr_id);
+      if (pd < NCCL_IB_MAX_DEVS_PER_NIC && fo->probeQps[pd] && fo->probeQps[pd]->qp_num == wc->qp_num)
+        fo->probeInFlight[pd] = 0; /* (a late one of a probe QP retired by recovery changes nothing) */
+      return 1;
+    }
+    case RAILNET_IB_SWR_FO_READ: /* the receiver's completion records are here (records.c) */
+      if (q >= 0 && !fo->dead[q]) railnetIbQpRetired(&base->qps[q], 1);
+      fo->readsOut--;
+      if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbWrIdFoReadIs(wc->wr_id, fo->readRound))
+        fo->readState = RAILNET_IB_FO_READ_DONE;
+      return 1;
+    case RAILNET_IB_SWR_FO_ALIVE: /* port recovery's check of a new QP */
+      fo->aliveInFlight--;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+int railnetIbFoChunkCompleted(struct ncclIbNetCommBase* base, int q, int slot, int chunk) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return 1;
+  /* a gone QP's completions are settled by the failover exchange; a chunk already settled (it
+   * was replayed, or the receiver had it) is not counted twice */
+  if (q < 0 || fo->dead[q] || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return 0;
+  if (!(fo->chunkPending[slot] & (1ull << chunk))) return 0;
+  fo->chunkPending[slot] &= ~(1ull << chunk);
+  fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */
+  return 1;
+}
+
+const struct ncclIbSendFifo* railnetIbFoKeepCts(struct ncclIbNetCommBase* base, int slot,
+                                                const struct ncclIbSendFifo* cts, int n) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return cts;
+  memcpy(fo->slotCts[slot], cts, (size_t)n * sizeof(cts[0])); /* a replay writes to the same entries */
+  return fo->slotCts[slot];
+}
+
+void railnetIbFoChunkPosted(struct ncclIbNetCommBase* base, int slot, int chunk, int q) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return;
+  fo->chunkQp[slot][chunk] = (uint8_t)q;
+  fo->chunkPending[slot] |= 1ull << chunk;
+  fo->chunkReplaying[slot] &= ~(1ull << chunk);
+  fo->chunkReplay[slot] &= ~(1ull << chunk);
+}
+
+void railnetIbFoRecvExpect(struct ncclIbNetCommBase* base, int slot, int chunks) {
+  if (base->fo == NULL) return;
+  base->fo->recvMissing[slot] = chunks ? ~0ull >> (64 - chunks) : 0;
+}
+
+int railnetIbFoRecvArrived(struct ncclIbNetCommBase* base, int slot, int chunk) {
+  struct railnetIbFailover* fo = base->fo;
+  if (fo == NULL) return 1;
+  if (!(fo->recvMissing[slot] & (1ull << chunk))) return 0; /* arrived before */
+  fo->recvMissing[slot] &= ~(1ull << chunk);
+  return 1;
+}
+
+void railnetIbFoCtsRewritePosted(struct ncclIbNetCommBase* base) {
+  if (base->fo) base->fo->ctsRewrites++;
+}
+
+void railnetIbFoCtsRewriteDone(struct ncclIbNetCommBase* base) {
+  if (base->fo) base->fo->ctsRewrites--;
+}
