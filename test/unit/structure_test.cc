@@ -244,6 +244,24 @@ TEST(Structure, FailoverStateIsTouchedByTheFailoverFilesOnly) {
   EXPECT_GT(inOwners, 50) << "the failover files no longer use the struct through 'fo->': update this test";
 }
 
+// The eager state (struct railnetIbEager) is the eager files' (eager*.c, eager*.h): the rest of
+// the data path asks eager.h's functions.
+TEST(Structure, EagerStateIsTouchedByTheEagerFilesOnly) {
+  std::regex field("\\beager\\s*->");
+  std::vector<std::string> files;
+  listFiles("src", {".c", ".h"}, &files);
+  ASSERT_GT(files.size(), 20u) << "run from the repository root";
+  for (auto& path : files) {
+    if (path.find("/net_ib/eager") != std::string::npos) continue;
+    bool inComment = false;
+    std::vector<std::string> lines = readLines(path);
+    for (size_t n = 0; n < lines.size(); n++)
+      EXPECT_FALSE(std::regex_search(stripLine(lines[n], &inComment), field))
+          << path << ":" << n + 1 << " reads or writes the eager struct: add or use a function of eager.h ("
+          << lines[n] << ")";
+  }
+}
+
 TEST(Structure, FilesAreSmall) {
   for (auto& path : codeFiles()) {
     if (path.rfind("ext-net/include/", 0) == 0) continue;  // the ABI structs, one per version

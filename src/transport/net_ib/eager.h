@@ -177,6 +177,8 @@ struct railnetIbEager {
 
 /* The comm takes eager messages now (agreed, not closed). */
 static inline int railnetIbEagerOpen(const struct railnetIbEager* e) { return e != NULL && !e->closed; }
+/* Receiver: a multi-receive came and the comm is closing its eager messages. */
+static inline int railnetIbEagerClosing(const struct railnetIbEager* e) { return e != NULL && e->closing; }
 
 /* RAILNET_IB_EAGER_SIZE (0: off; default RAILNET_IB_EAGER_DEFAULT). */
 int railnetIbEagerSize(void);

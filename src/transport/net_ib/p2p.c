@@ -411,7 +411,7 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
       /* with failover every device's CQ: the receiver's completions may come on any, and a
        * gone QP's flushes are taken in; so while an eager comm closes (a queued irecv's
        * messages and the close come on any) */
-      if (r->events[d] == 0 && base->fo == NULL && !(eager && eager->closing)) continue;
+      if (r->events[d] == 0 && base->fo == NULL && !railnetIbEagerClosing(eager)) continue;
       int n = 0;
       NCCLCHECK(railnetIbPollDev(base, d, &n));
       polled += n;
