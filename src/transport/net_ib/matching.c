@@ -63,15 +63,12 @@ ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* q
   return ncclSuccess;
 }
 
-ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
-                                    struct ncclIbConnectionMetadata* meta, const char* peer) {
+ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbConnectionMetadata* meta,
+                                    const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
   base->matchById = railnetIbRecvMatchingScheme() == RAILNET_IB_MATCH_BY_ID;
   comm->prepost = railnetIbPrepostRecvs();
   if (base->matchById) meta->devs[0].flags |= RAILNET_IB_FLAG_MATCH_BY_ID;
-  NCCLCHECK(railnetIbFoSetup(base, (rem->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
-  if (base->fo) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
-  NCCLCHECK(railnetIbFoRecordsRecvSetup(base, meta));
   int per = base->splitDataOnQps ? base->nqps : 1;
   for (int q = 0; q < base->nqps; q++) {
     comm->qpNextId[q] = per == 1 ? (uint64_t)q : 0;
@@ -82,11 +79,8 @@ ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct nc
   return ncclSuccess;
 }
 
-ncclResult_t railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
-                                    const char* peer) {
+void railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote) {
   comm->base.matchById = (remote->devs[0].flags & RAILNET_IB_FLAG_MATCH_BY_ID) != 0;
-  NCCLCHECK(railnetIbFoSetup(&comm->base, (remote->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
-  return railnetIbFoRecordsSendSetup(&comm->base, remote);
 }
 
 /* Failover comms: the immediate is (id & 0xffffff) | chunk << 24; each chunk counts once,

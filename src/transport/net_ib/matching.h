@@ -34,15 +34,14 @@ struct ibv_wc;
 struct ncclIbRequest;
 /* Receiver, QPs connected: its scheme (told to the sender in meta's flags) and, when
  * pre-posting, a full receive queue on every QP. */
-ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
-                                    struct ncclIbConnectionMetadata* meta, const char* peer);
+ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbConnectionMetadata* meta,
+                                    const char* peer);
 struct ibv_qp;
 struct ncclIbNetCommBase;
 /* n pre-posted receive work requests on qp of base (port recovery's new QPs). */
 ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n);
-/* Sender: the receiver's scheme from its metadata, and port failover when it agreed. */
-ncclResult_t railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
-                                    const char* peer);
+/* Sender: the receiver's scheme from its metadata. */
+void railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote);
 /* The receive request a data completion (RECV_RDMA_WITH_IMM on device d) belongs to: by the
  * id in the immediate, by the QP's order (pre-posted), or by the WR's slot; a pre-posted WR
  * is replaced. WARN and an error when it names no receive in flight. *evDev: the device

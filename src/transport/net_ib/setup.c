@@ -225,6 +225,26 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
   return ncclSuccess;
 }
 
+/* Each feature's agreement with the peer, in one order on both sides: how completions are
+ * matched, port failover, its completion records, eager messages. */
+static ncclResult_t negotiateSend(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
+                                  const char* peer) {
+  railnetIbSendModeSetup(comm, remote);
+  NCCLCHECK(railnetIbFoSetup(&comm->base, (remote->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
+  NCCLCHECK(railnetIbFoRecordsSendSetup(&comm->base, remote));
+  return railnetIbEagerSendConnect(comm, remote, peer);
+}
+
+static ncclResult_t negotiateRecv(struct ncclIbRecvComm* comm, const struct ncclIbConnectionMetadata* rem,
+                                  struct ncclIbConnectionMetadata* meta, const char* peer) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  NCCLCHECK(railnetIbRecvModeSetup(comm, meta, peer));
+  NCCLCHECK(railnetIbFoSetup(base, (rem->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
+  if (base->fo) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
+  NCCLCHECK(railnetIbFoRecordsRecvSetup(base, meta));
+  return railnetIbEagerRecvSetup(comm, rem, meta, peer);
+}
+
 ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* local,
                                       const struct ncclIbConnectionMetadata* remote, const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
@@ -234,8 +254,7 @@ ncclResult_t railnetIbSendCommConnect(struct ncclIbSendComm* comm, const struct 
   snprintf(base->remDevName, sizeof(base->remDevName), "%.*s", (int)sizeof(remote->devName) - 1, remote->devName);
   comm->remSizesAddr = remote->fifoAddr;
   for (int i = 0; i < remote->ndevs; i++) comm->remSizesRkeys[i] = remote->devs[i].fifoRkey;
-  NCCLCHECK(railnetIbSendModeSetup(comm, remote, peer));
-  NCCLCHECK(railnetIbEagerSendConnect(comm, remote, peer));
+  NCCLCHECK(negotiateSend(comm, remote, peer));
   return connectQps(base, remote, local->tc, local->tc, local->sl, NULL);
 }
 
@@ -255,7 +274,6 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
   int ctsTc = (ncclIbDevs[base->devs[0].ibDevN].link == IBV_LINK_LAYER_ETHERNET && fifoTc != -1) ? (int)fifoTc
                                                                                                  : rem->tc;
   NCCLCHECK(connectQps(base, rem, rem->tc, ctsTc, rem->sl, meta));
-  NCCLCHECK(railnetIbRecvModeSetup(comm, rem, meta, peer));
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, sizeof(comm->sizes),
@@ -263,7 +281,7 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->elems, sizeof(comm->elems), IBV_ACCESS_LOCAL_WRITE));
     railnetIbDevInfoFill(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
-  NCCLCHECK(railnetIbEagerRecvSetup(comm, rem, meta, peer));
+  NCCLCHECK(negotiateRecv(comm, rem, meta, peer));
   base->nRemDevs = rem->ndevs;
   memcpy(base->remDevs, rem->devs, sizeof(base->remDevs));
   snprintf(base->remDevName, sizeof(base->remDevName), "%.*s", (int)sizeof(rem->devName) - 1, rem->devName);
