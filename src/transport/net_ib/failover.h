@@ -126,8 +126,6 @@ ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, cons
 void railnetIbFoFree(struct ncclIbNetCommBase* base);
 /* The QP that carries what was meant for qp: qp itself, or the next QP not gone; NULL: none. */
 struct ncclIbQp* railnetIbFoQp(struct ncclIbNetCommBase* base, struct ncclIbQp* qp);
-/* Index of the QP of device d with number qpNum, -1 if none. */
-int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum);
 /* Marks every QP of device d gone (error state); returns how many were not gone before. */
 int railnetIbFoMarkDevice(struct ncclIbNetCommBase* base, int d);
 /* Marks QP q gone and moves it to the error state (no-op if gone already). */

@@ -65,12 +65,6 @@ struct ncclIbQp* railnetIbFoQp(struct ncclIbNetCommBase* base, struct ncclIbQp* 
   return NULL;
 }
 
-int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum) {
-  for (int q = 0; q < base->nqps; q++)
-    if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == qpNum) return q;
-  return -1;
-}
-
 void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL || q < 0 || q >= base->nqps || fo->dead[q]) return;

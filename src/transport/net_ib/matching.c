@@ -13,6 +13,7 @@
 #include "ibvwrap.h"
 #include "socket.h"
 #include "param.h"
+#include "qp.h"
 #include "resiliency.h"
 
 enum { P_MATCHING_SCHEME, P_PREPOST };

@@ -159,3 +159,9 @@ ncclResult_t railnetIbQpSelf(struct ncclIbNetCommBase* base, int devIndex, int t
   *out = qp;
   return ncclSuccess;
 }
+
+int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum) {
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == qpNum) return q;
+  return -1;
+}

@@ -37,6 +37,9 @@ ncclResult_t railnetIbQpSelf(struct ncclIbNetCommBase* base, int devIndex, int t
  * 4.096 us x 2^NCCL_IB_TIMEOUT x (NCCL_IB_RETRY_CNT + 1): 34 s at NCCL's defaults. */
 uint64_t railnetIbRetryTimeNs(void);
 
+/* Index of the comm's QP on device d with number qpNum, -1 if none. */
+int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum);
+
 /* ---- send-queue credits: the work requests a QP has posted and not yet seen completed
  * (a signaled completion retires the unsignaled ones before it). Only these change them. */
 /* Whether n more work requests fit in qp's send queue. */
