@@ -25,6 +25,7 @@
 #include "ibvwrap.h"
 #include "matching.h"
 #include "post.h"
+#include "progress.h"
 #include "qp.h"
 #include "reg.h"
 #include "wire.h"
@@ -399,23 +400,8 @@ ncclResult_t ncclIbTest(void* request, int* done, int* sizes) {
            railnetIbPeerStr(base, peer));
       return ncclRemoteError;
     }
-    NCCLCHECK(railnetIbDevicesCheck(base, "test"));
-    if (base->fo) NCCLCHECK(railnetIbFoProgress(base));
-    struct railnetIbEager* eager = base->isSend ? NULL : ((struct ncclIbRecvComm*)base)->eager;
-    if (r->type == NCCL_NET_IB_REQ_RECV && eager) {
-      NCCLCHECK(railnetIbEagerCheckLate((struct ncclIbRecvComm*)base, r));
-      NCCLCHECK(railnetIbEagerProgress((struct ncclIbRecvComm*)base));
-    }
     int polled = 0;
-    for (int d = 0; d < base->vProps.ndevs; d++) {
-      /* with failover every device's CQ: the receiver's completions may come on any, and a
-       * gone QP's flushes are taken in; so while an eager comm closes (a queued irecv's
-       * messages and the close come on any) */
-      if (r->events[d] == 0 && base->fo == NULL && !railnetIbEagerClosing(eager)) continue;
-      int n = 0;
-      NCCLCHECK(railnetIbPollDev(base, d, &n));
-      polled += n;
-    }
+    NCCLCHECK(railnetIbProgress(base, r, &polled));
     if (polled == 0) return railnetIbPeerCheck(base, "test");
   }
 }
