@@ -126,6 +126,12 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     WARN("NET/IB : isend of %zu bytes without a memory handle of this comm's %d device(s)", size, base->vProps.ndevs);
     return ncclInvalidArgument;
   }
+  if (size > RAILNET_IB_MAX_MSG_BYTES) {
+    WARN("NET/IB : isend of %zu bytes: more than the %llu bytes one message can carry (the properties' "
+         "maxP2pBytes, which NCCL honours): split it into messages of at most that size", size,
+         (unsigned long long)RAILNET_IB_MAX_MSG_BYTES);
+    return ncclInvalidArgument;
+  }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
   if (railnetIbEagerOpen(comm->eager)) { /* the receiver may have asked to close (eager.h) */
     int d = -1, n = 0;

@@ -116,7 +116,7 @@ ncclResult_t ncclIbGetPhysProperties(int dev, ncclNetProperties_t* props) {
   props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
   props->vProps.ndevs = 1;
   props->vProps.devs[0] = dev;
-  props->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
+  props->maxP2pBytes = RAILNET_IB_MAX_MSG_BYTES; /* what the wire carries (wire.h) */
   props->maxCollBytes = RAILNET_IB_MAX_COLL_BYTES;
   props->maxMultiRequestSize = 1;
   props->railId = ibDev->railId;

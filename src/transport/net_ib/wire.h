@@ -34,6 +34,10 @@ extern "C" {
 /* Slots of the sender's fifo (and of the receiver's sizes records): one per irecv in flight,
  * at most NCCL_NET_MAX_REQUESTS of them per comm (NCCL's limit). Version 1 had 256. */
 #define RAILNET_IB_FIFO_SLOTS NCCL_NET_MAX_REQUESTS
+/* The largest message: its size travels in 32-bit fields (the immediate, the sizes records,
+ * the receiver's int sizes), so a power of two below INT_MAX, as NCCL's MAX_NET_SIZE. The
+ * properties' maxP2pBytes; a larger isend is refused. */
+#define RAILNET_IB_MAX_MSG_BYTES (1ull << 30)
 /* ncclIbDevInfo.flags of the receiver's first device: it matches receives by the request id
  * the sender puts in the immediate (the sizes then travel in the sizes records) */
 #define RAILNET_IB_FLAG_MATCH_BY_ID 0x1
