@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by bench/*.sh at the top of a run (not by their call-backs inside the VM or a
 # namespace): the run's whole output (stdout and stderr) goes to the terminal and to
 #   bench/results/<YYYY-MM-DD>-<name>.txt        (UTC date; -2, -3, ... for a second run that day)

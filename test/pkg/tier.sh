@@ -7,6 +7,8 @@
 #   man:  make man; each page renders with groff -ww -z -man with no warning, and mandoc
 #         -T lint -W warning finds none; railnet(7) lists every variable that
 #         railnet-diag --params --json declares
+#   links: test/pkg/check-links.sh: every relative link of README.md, docs/ and the man
+#         pages leads to a file of the tree (and its #anchor to a heading)
 #   gpu:  shellcheck of the scripts; test/gpu/run-nccl.sh ends at once with
 #         "SKIP: no NVIDIA GPU" and exit 0 on a host without one; test/gpu/nccl_allreduce.c
 #         compiles where nccl.h and the CUDA headers are
@@ -18,7 +20,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
-NCHECKS=20
+NCHECKS=21
 out=
 case "${1:-}" in
   --count) echo "$NCHECKS"; exit 0 ;;
@@ -80,8 +82,17 @@ else
   fi
 fi
 
+# ---- the documentation's links (1)
+if msg=$(test/pkg/check-links.sh 2>&1); then
+  pass "links: $(echo "$msg" | tail -n 1)"
+else
+  fail "links: dead relative links in README.md, docs/ or the man pages:"
+  echo "$msg" | indent 30
+fi
+
 # ---- the GPU script (shellcheck, no-GPU run, the program compiles)
-scripts=(test/gpu/run-nccl.sh test/pkg/tier.sh scripts/make-deb.sh)
+scripts=(test/gpu/run-nccl.sh test/pkg/tier.sh test/pkg/check-links.sh scripts/make-deb.sh scripts/version.sh
+         bench/results.sh)
 if ! command -v shellcheck >/dev/null; then
   skip "shellcheck: not installed (apt-get install shellcheck)"
 elif msg=$(shellcheck "${scripts[@]}" 2>&1); then
