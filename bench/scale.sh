@@ -8,7 +8,7 @@
 # open, the time of the first 8-byte message on all comms, and what is left after closing
 # everything (fds, threads, RSS growth over the figures taken right after init).
 #   Socket: railnet's Socket transport on loopback in a network namespace of its own (root),
-#           ulimit -n raised for the run (see README: a job of N comms needs ~2N+ fds);
+#           ulimit -n raised for the run (docs/socket-transport.md: a job of N comms needs ~2N+ fds);
 #   IB:     railnet's IB transport between rxe0 (sender) and rxe1 (receiver) in the soft-RoCE
 #           VM (one boot, test/softroce/run-vm.sh), and beside it the same figures for
 #           --peer-plugin PATH (e.g. libnccl-net-ibext.so, NVIDIA's IBext plugin from nccl-rdma-sharp-plugins, built outside this tree),
