@@ -179,6 +179,8 @@ deps-test:
 # gives /usr/lib/<multiarch>, a directory the dynamic loader searches, as NCCL's dlopen of
 # the plugin by its bare name needs). MANDIR: the man pages (make man).
 INSTALL_LIBDIR ?= $(PREFIX)/lib
+# The version, from include/railnet.h (the one place it is written).
+RAILNET_VERSION := $(shell scripts/version.sh)
 MANDIR ?= $(PREFIX)/share/man
 install: lib tools examples man
 	install -d $(DESTDIR)$(INSTALL_LIBDIR) $(DESTDIR)$(PREFIX)/include/railnet_net \
@@ -189,7 +191,7 @@ install: lib tools examples man
 	install -m 0644 include/railnet.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 ext-net/include/railnet_net/*.h $(DESTDIR)$(PREFIX)/include/railnet_net/
 	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(INSTALL_LIBDIR)|' railnet.pc.in > $(DESTDIR)$(INSTALL_LIBDIR)/pkgconfig/railnet.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(INSTALL_LIBDIR)|' -e 's|@VERSION@|$(RAILNET_VERSION)|' railnet.pc.in > $(DESTDIR)$(INSTALL_LIBDIR)/pkgconfig/railnet.pc
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
 	install -m 0644 $(filter %.1,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(filter %.7,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man7/

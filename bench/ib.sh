@@ -33,7 +33,7 @@
 #                        and "lat" (and "railnet" packets and work) run with RAILNET_IB_EAGER_SIZE=0,
 #                        the clear-to-send protocol (NCCL's protocol), so that eager / default
 #                        compares the two protocols; above the eager size both are the same protocol.
-#   --peer-plugin PATH   another plugin (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so):
+#   --peer-plugin PATH   another plugin (e.g. libnccl-net-ibext.so, NVIDIA's IBext plugin from nccl-rdma-sharp-plugins, built outside this tree):
 #                        its bandwidth (right after railnet's, each size and round), 8-byte latency and
 #                        packets per round trip beside railnet's, same boot
 # Results: DIR/perftest.tsv (see softroce-perftest.sh), DIR/railnet.tsv:
@@ -60,6 +60,9 @@
 # port's recovery (veth2 up; NCCL_IB_RESILIENCY_PORT_RECOVERY=1).
 # Inside the VM this script is called back as: ib.sh --in-vm SIZES LAT_ITERS MIB ROUNDS SWEEP EAGER
 set -u
+# every run's output also goes to bench/results/<date>-ib.txt (bench/results.sh)
+. "$(dirname "$0")/results.sh"
+[ "${1:-}" = --in-vm ] || railnetBenchResults ib "$0" "$@"
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 BUILD=${RAILNET_BUILD:-$REPO/build}

@@ -8,10 +8,10 @@
 # open, the time of the first 8-byte message on all comms, and what is left after closing
 # everything (fds, threads, RSS growth over the figures taken right after init).
 #   Socket: railnet's Socket transport on loopback in a network namespace of its own (root),
-#           ulimit -n raised for the run (see README: a job of N comms needs ~2N+ fds);
+#           ulimit -n raised for the run (docs/socket-transport.md: a job of N comms needs ~2N+ fds);
 #   IB:     railnet's IB transport between rxe0 (sender) and rxe1 (receiver) in the soft-RoCE
 #           VM (one boot, test/softroce/run-vm.sh), and beside it the same figures for
-#           --peer-plugin PATH (e.g. ../shared/peers/build-ibext.sh's libnccl-net-ibext.so),
+#           --peer-plugin PATH (e.g. libnccl-net-ibext.so, NVIDIA's IBext plugin from nccl-rdma-sharp-plugins, built outside this tree),
 #           with the ratio railnet / peer per column.
 # Only ratios between columns of one run mean much (TCG, a shared host).
 # Options:
@@ -24,6 +24,9 @@
 # Called back as: scale.sh --in-vm COMMS [PEER] (inside the VM, results in $SOFTROCE_OUT) and
 # scale.sh --scale-one TRANSPORT LABEL PLUGIN N (one run, inside the namespace).
 set -u
+# every run's output also goes to bench/results/<date>-scale.txt (bench/results.sh)
+. "$(dirname "$0")/results.sh"
+case "${1:-}" in --in-vm|--scale-one) ;; *) railnetBenchResults scale "$0" "$@" ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 BUILD=${RAILNET_BUILD:-$REPO/build}

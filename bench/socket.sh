@@ -26,6 +26,9 @@
 #   CONFIGS="0x0 2x2"  VARIANTS="zc0 zc1 nccl"  PATHS="lo veth"  SIZES="..."  SECONDS_PER=1  INFLIGHT=8
 #   BUFS=1  ROUNDS=3
 set -u
+# every run's output also goes to bench/results/<date>-socket.txt (bench/results.sh)
+. "$(dirname "$0")/results.sh"
+railnetBenchResults socket "$0" "$@"
 BUILD=${BUILD:-build}
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SIZES=${SIZES:-"4096 65536 1048576 4194304 67108864"}

@@ -23,6 +23,9 @@
 # Inside the VM this script is called back as: softroce-perftest.sh --in-vm bw|lat SIZES N
 # (bw: N seconds per size, bwn: N MiB per size; at most 4 MiB in flight).
 set -u
+# every run's output also goes to bench/results/<date>-softroce-perftest.txt (bench/results.sh)
+. "$(dirname "$0")/results.sh"
+[ "${1:-}" = --in-vm ] || railnetBenchResults softroce-perftest "$0" "$@"
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 

@@ -34,7 +34,9 @@ extern "C" {
 #define RAILNET_VERSION_MINOR 1
 #define RAILNET_VERSION_PATCH 0
 
-/* "0.1.0" */
+/* The version is written here and nowhere else: railnetVersion() returns
+ * "MAJOR.MINOR.PATCH" of these macros, and the build (railnet.pc, the man pages) and
+ * the Debian package (scripts/version.sh) take it from this header. */
 RAILNET_API const char* railnetVersion(void);
 
 /*

@@ -13,6 +13,13 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 version=$(dpkg-parsechangelog -l debian/changelog -S Version)
 upstream=${version%-*}
+# the version is written once, in include/railnet.h; the changelog's newest entry must be it
+want=$(scripts/version.sh)
+if [ "$upstream" != "$want" ]; then
+  echo "make deb: debian/changelog's newest entry is $version, but include/railnet.h says $want:" \
+       "add a changelog entry (dch -v $want-1)" >&2
+  exit 1
+fi
 src="$out/railnet-$upstream"
 rm -rf "$src"
 mkdir -p "$src"

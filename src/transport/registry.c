@@ -12,7 +12,12 @@ const railnetTransportEntry railnetTransports[] = {
     {NULL, NULL},
 };
 
-const char* railnetVersion(void) { return "0.1.0"; }
+/* include/railnet.h's version macros as "MAJOR.MINOR.PATCH" (the one place it is written). */
+#define RAILNET_STR_(x) #x
+#define RAILNET_STR(x) RAILNET_STR_(x)
+const char* railnetVersion(void) {
+  return RAILNET_STR(RAILNET_VERSION_MAJOR) "." RAILNET_STR(RAILNET_VERSION_MINOR) "." RAILNET_STR(RAILNET_VERSION_PATCH);
+}
 
 const ncclNet_t* railnetGetNet(const char* name) {
   if (name == NULL) return NULL;

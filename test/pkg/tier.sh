@@ -7,10 +7,12 @@
 #   man:  make man; each page renders with groff -ww -z -man with no warning, and mandoc
 #         -T lint -W warning finds none; railnet(7) lists every variable that
 #         railnet-diag --params --json declares
+#   links: test/pkg/check-links.sh: every relative link of README.md, docs/ and the man
+#         pages leads to a file of the tree (and its #anchor to a heading)
 #   gpu:  shellcheck of the scripts; test/gpu/run-nccl.sh ends at once with
 #         "SKIP: no NVIDIA GPU" and exit 0 on a host without one; test/gpu/nccl_allreduce.c
 #         compiles where nccl.h and the CUDA headers are
-#   deb (root): make deb (lintian without errors); dpkg -i; the plugin loads by its bare
+#   deb (root): make deb (lintian without errors); the docs are in it; dpkg -i; the plugin loads by its bare
 #         name from the multiarch libdir as NCCL loads it (NCCL_NET_PLUGIN=railnet, the newest
 #         ncclNetPlugin_vN, init and devices); /usr/bin/railnet-diag --json is
 #         JSON; man -w finds the pages; pkg-config links a program against librailnet;
@@ -18,7 +20,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
-NCHECKS=20
+NCHECKS=22
 out=
 case "${1:-}" in
   --count) echo "$NCHECKS"; exit 0 ;;
@@ -80,8 +82,17 @@ else
   fi
 fi
 
+# ---- the documentation's links (1)
+if msg=$(test/pkg/check-links.sh 2>&1); then
+  pass "links: $(echo "$msg" | tail -n 1)"
+else
+  fail "links: dead relative links in README.md, docs/ or the man pages:"
+  echo "$msg" | indent 30
+fi
+
 # ---- the GPU script (shellcheck, no-GPU run, the program compiles)
-scripts=(test/gpu/run-nccl.sh test/pkg/tier.sh scripts/make-deb.sh)
+scripts=(test/gpu/run-nccl.sh test/pkg/tier.sh test/pkg/check-links.sh scripts/make-deb.sh scripts/version.sh
+         bench/results.sh)
 if ! command -v shellcheck >/dev/null; then
   skip "shellcheck: not installed (apt-get install shellcheck)"
 elif msg=$(shellcheck "${scripts[@]}" 2>&1); then
@@ -120,8 +131,8 @@ else
   echo "$msg" | indent
 fi
 
-# ---- the Debian package (root): 8 checks; when one cannot go on, the rest are skipped
-deb_checks=8
+# ---- the Debian package (root): 9 checks; when one cannot go on, the rest are skipped
+deb_checks=9
 deb_first=$((P + F + S))
 skip_deb() {
   local n=$((deb_checks - (P + F + S - deb_first)))
@@ -147,6 +158,17 @@ else
   fail "make deb (see $logs/make-deb.log):"
   tail -n 15 "$logs/make-deb.log" | indent
   skip_deb "make deb failed"
+fi
+# the docs: README.md and docs/ (debian/railnet.docs), the change log, the license
+docs=$(dpkg-deb -c "$deb" | awk '{print $NF}' | grep '^\./usr/share/doc/railnet/' | sed 's|^\./usr/share/doc/railnet/||')
+missing=
+for f in README.md.gz docs/troubleshooting.md.gz docs/architecture.md.gz changelog.gz copyright; do
+  echo "$docs" | grep -qxF "$f" || missing="$missing $f"
+done
+if [ -z "$missing" ]; then
+  pass "the package ships the docs: $(echo "$docs" | grep -c '^docs/.*\.md\.gz$') pages of docs/, README.md, changelog, copyright"
+else
+  fail "the package lacks in /usr/share/doc/railnet:$missing (debian/railnet.docs)"
 fi
 version=$(dpkg-parsechangelog -l debian/changelog -S Version)
 upstream=$("$BUILD/bin/railnet-diag" --params --json | grep -o '"version":"[^"]*"' | head -n 1 | cut -d'"' -f4)

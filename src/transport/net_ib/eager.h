@@ -1,88 +1,15 @@
 /*
- * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends; default RAILNET_IB_EAGER_DEFAULT, 0: off): a message of at most that
- * many bytes is not waited for with a clear-to-send entry. The sender copies it, after a
- * header with its tag and size (wire.h railnetIbEagerHdr), into a registered bounce slot and
- * RDMA-writes both, with an immediate (RAILNET_IB_EAGER_IMM | size), into slot (fifo position
- * % RAILNET_IB_EAGER_SLOTS) of a ring the receiver registered; its isend is done at once, and
- * only one write in RAILNET_IB_EAGER_SIGNAL is signaled. The receiver checks the header against
- * the irecv of that position: a message whose tag is not the irecv's fails the comm with a
- * WARN (ncclInvalidUsage) instead of landing in the wrong buffer (NCCL's own use has one tag
- * per comm; an application that posts irecvs of several tags in another order than its
- * isends needs the clear-to-send protocol, which matches tags at the sender). The
- * sender does this only from memory registered as NCCL_PTR_HOST (GPU memory goes the
- * clear-to-send way). The receiver copies the bytes into the irecv's buffer (at once when the irecv came first,
- * otherwise at the irecv; the CPU into host memory, the NIC into GPU and DMA-BUF
- * registrations: an RDMA write from the ring through a QP connected to itself, the one the
- * GPUDirect flush reads through, completed before the irecv is done) and writes no clear-to-send entry for an irecv of at most that
- * size; larger irecvs announce themselves as before and a small message may still come
- * eagerly into them. The receiver tells the sender how many fifo positions it has
- * delivered in order (one RDMA write on QP 0, so they land in order, into the sender's credit word per
- * RAILNET_IB_EAGER_SLOTS / 2 positions); the sender writes position p eagerly only when p <
- * that count + RAILNET_IB_EAGER_SLOTS, so a ring slot and its bounce slot are free again.
+ * Eager small messages (RAILNET_IB_EAGER_SIZE > 0 at both ends; default RAILNET_IB_EAGER_DEFAULT, 0:
+ * off, NCCL's clear-to-send protocol). A message of at most that many bytes does not wait for a
+ * clear-to-send entry: the sender copies it with its tag and size (wire.h railnetIbEagerHdr) into a
+ * bounce slot and RDMA-writes it with an immediate (RAILNET_IB_EAGER_IMM | size) into a ring slot the
+ * receiver registered; the receiver checks the tag against its irecv, copies the bytes (the CPU into
+ * host memory, the NIC into GPU memory) and tells the sender with a credit write how far it
+ * delivered. Lazy clear-to-send, multi-receives (the close), ID matching, split messages and port
+ * failover (eager_fo.c) build on that.
  *
- * Lazy clear-to-send: NCCL's proxy posts irecvs of
- * its step buffers, larger than most messages, and ahead of them, so their clear-to-send
- * would always get there first and every message would pay it. While small messages come
- * eagerly, the receiver writes no clear-to-send for any irecv. A message that finds no
- * clear-to-send and cannot go eagerly (larger, or from GPU memory) sends a request-to-send (a
- * write with immediate of no bytes, RAILNET_IB_EAGER_RTS, on the QP its data takes, so it
- * comes before them) and waits; the receiver answers it with the clear-to-send at once, or at
- * the irecv when that comes later, and from then on every irecv writes its clear-to-send
- * again (so does a larger message delivered): such messages keep their zero-copy RDMA write
- * without the extra round trip. After RAILNET_IB_EAGER_RETRY small messages in a row came
- * through a clear-to-send the irecvs try without again; a small message whose memory cannot go
- * eagerly (GPU memory: NCCL's sends with GPUDirect RDMA) says so in its request-to-send
- * (RAILNET_IB_EAGER_RTS_SMALL), and the receiver then waits twice as many before the next try,
- * up to RAILNET_IB_EAGER_RETRY_MAX (back to RAILNET_IB_EAGER_RETRY at an eager message), so
- * such a stream pays a request-to-send round trip once in up to that many messages. The receiver tells the sender when
- * "every irecv writes its clear-to-send" starts or ends, and from which position (the
- * credit write's second word, the sender's eagerMode), so the sender asks only where an
- * irecv may have none. A comm starts as without lazy
- * clear-to-send (one for irecvs larger than the eager size); once a request-to-send came,
- * small irecvs write theirs too until a message comes eagerly. The 1-s late rule below
- * still holds.
- *
- * An 8-byte round trip then costs one data write with its acknowledgement each way and the
- * receive completions, instead of a clear-to-send write, a data write and their completions.
- * Receive completions come from receive WRs kept posted (NCCL_IB_PREPOST_RECEIVE_WORK_
- * REQUESTS' mode, in the order of each QP). The receiver agrees (RAILNET_IB_FLAG_EAGER_TAGS in
- * its metadata, the smaller of both sizes; a sender of an older railnet, whose messages carry
- * no header, gets no eager messages; on a comm that fails over, a sender without
- * RAILNET_IB_FLAG_EAGER_FO gets none either). Matched by ID, the data
- * writes name their position and the eager messages still go by their QP's order. Split over
- * QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1: a message's chunk i on QP i, each QP one completion per
- * position), an eager message goes whole on QP 0 and a write of no bytes with
- * RAILNET_IB_EAGER_MARK on each other QP keeps their order of positions.
- *
- * Multi-receives (maxRecvs stays 8): a sender cannot know how many buffers an irecv it has not
- * seen takes, so a comm's first irecv of more than one buffer closes its eager messages for
- * good (NCCL groups receives only on the comms it shares between peers; the others keep
- * eager messages). The receiver sets RAILNET_IB_EAGER_CLOSING in its mode word, and from then
- * on queues its irecvs (each returns its request at once; no fifo position yet). The sender's
- * next isend writes a close (RAILNET_IB_EAGER_CLOSE, no bytes, on the QP of its next position
- * Y) and sends the clear-to-send way from Y on. Messages that came eagerly beyond the irecvs
- * posted before the close go, by their header's tag and in the order of their positions, into
- * the oldest empty queued buffer of that tag. Once the close and every message before it are
- * here, irecvs posted from Y on without a clear-to-send write theirs, and the queued irecvs,
- * in order, take fifo positions from Y on for the buffers left, with clear-to-send entries
- * (an irecv whose buffers all came so takes none); a message still held goes to the first
- * later irecv with a buffer of its tag.
- *
- * Port failover (failover.h; both ends agree with RAILNET_IB_FLAG_EAGER_FO): a QP's order no
- * longer says a write's position (a write lost with a port comes again on another QP), so
- * the immediates of eager writes, requests-to-send and the close carry the position's low
- * RAILNET_IB_EAGER_FO_BITS bits above the size (the receiver takes the position nearest to
- * the count it delivered), and no marks go on the other QPs of a split message. Every eager
- * write is signaled and its isend is done when the write completed (as a clear-to-send
- * send's), so the sender knows which were acknowledged; NCCL keeps testing it, which drives
- * the failover. When the failover is settled (failover.c applyState) the sender writes again,
- * from its bounce slot that still holds it, each eager message without a completion whose QP
- * is gone, the close when its QP is gone, and lets a request-to-send go again; the receiver
- * drops a message whose position it has delivered or holds already. The sender writes a
- * ring slot again only once the last write into it completed. The receiver writes its credit
- * words on the QP standing in for QP 0, once more when it answers the failover query (the
- * last one may have been lost), and the NIC copy of a message into a GPU buffer that fails
- * with its device is made again on a device left.
+ * The protocol, its rules and the bit layouts of the immediates, wr_ids and credit words are
+ * described once, in docs/ib-eager.md; this header declares the API and the constants.
  */
 #ifndef RAILNET_NET_IB_EAGER_H
 #define RAILNET_NET_IB_EAGER_H

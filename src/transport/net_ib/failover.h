@@ -1,30 +1,17 @@
 /*
  * Port failover of a fused (multi-device) IB comm, NCCL_IB_RESILIENCY_PORT_FAILOVER=1 on both
- * sides. When a device loses its path (its port leaves ACTIVE: liveness.c; its path probe
- * runs out of retries: probe.c; an error completion: retry exceeded, a flush, a local QP
- * error) the QPs of that device are declared gone; traffic moves to the QPs left, and the two
- * sides agree over the comm's ncclSocket on what arrived:
- *   1. whichever side sees the error marks the QPs of that device gone and moves them to the
- *      error state; the receiver tells the sender (NOTIFY);
- *   2. the sender stops taking new fifo slots, waits NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY
- *      ms, reads the receiver's completion records (records.c) over a QP left and asks
- *      (QUERY: the gone QPs, its next fifo position, the query's number);
- *   3. the records settle it without the receiver's CPU: the sender replays exactly the
- *      chunks they lack on the QPs left and goes on; the rest of what it had in flight on
- *      the gone QPs arrived. A chunk is one QP's share of a message: its writes, the sizes
- *      record and the write with immediate (id, chunk number) that writes its record;
- *   4. the receiver, in its next call, moves those QPs to the error state too, takes in every
- *      completion they produced, rewrites the clear-to-send entries the sender has not taken
- *      over the QPs left (and waits until they landed), and answers with each receive in
- *      flight and the chunks of it that have not arrived (STATE, echoing the query's number):
- *      what settles the query when the peer keeps no records (or the read was lost).
- * The receiver completes a receive once each of its chunks arrived once; a chunk seen twice
- * is dropped. More failures than NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS, or no QP left:
- * the comm fails as without failover.
+ * sides. When a device loses its path (its port leaves ACTIVE: liveness.c; its path probe runs out
+ * of retries: probe.c; an error completion) its QPs are declared gone and moved to the error state,
+ * traffic moves to the QPs left, and the two sides agree on what arrived: the sender reads the
+ * receiver's completion records (records.c) with an RDMA READ and replays exactly the chunks they
+ * lack; the NOTIFY / QUERY / STATE exchange over the comm's ncclSocket settles it where there are
+ * no records. More failures than NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS, or no QP left: the
+ * comm fails as without failover.
  *
- * failover_state.c keeps the bookkeeping (which QPs are gone, what each chunk is waiting
- * for) and is used by the posting and completion code below; failover.c runs the exchange
- * and is used by the API calls (p2p.c) only.
+ * failover_state.c keeps the bookkeeping (which QPs are gone, what each chunk is waiting for) and
+ * is used by the posting and completion code; failover.c runs the exchange and is used by the API
+ * calls (p2p.c) only. The protocol step by step, its bounds, the wire layouts and what is noticed
+ * how fast are described once, in docs/ib-resiliency.md.
  */
 #ifndef RAILNET_NET_IB_FAILOVER_H
 #define RAILNET_NET_IB_FAILOVER_H
