@@ -28,7 +28,7 @@ extern "C" {
  * thread waits to have arrived before poll() wakes it (SO_RCVLOWAT). The kernel holds the
  * socket's lock while it copies: the acknowledgements and segments that arrive meanwhile wait
  * in its backlog, so one copy of megabytes stalls the flow (a veth pair, 2 x 2 helpers, 4 MiB
- * messages: 2.1-2.9 GB/s with calls of up to 1 GiB, 3.8-5.4 with 512 KiB; README). */
+ * messages: 2.1-2.9 GB/s with calls of up to 1 GiB, 3.8-5.4 with 512 KiB; bench/results/). */
 #define RAILNET_SOCKET_SYSCALL_BYTES ((size_t)512 * 1024)
 /* A send comm whose payloads may go on the control socket: once that socket is full, or
  * still holds unsent bytes after a send (its flow is slower than the comm: a per-flow rate

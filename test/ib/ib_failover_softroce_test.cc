@@ -386,7 +386,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"receiver's link down", "ip link set veth3 down", 1, 0, "22"},
                       // the data QP notices before the probe (3.8 s) at 16/4 (1.3 s). Not shorter:
                       // the healthy path's QP has the same budget under the replays, and 14/4 (0.34 s)
-                      // is too little for an emulated soft-RoCE on a loaded host (README)
+                      // is too little for an emulated soft-RoCE on a loaded host (docs/ib-resiliency.md)
                       Case{"path drops every packet", "tc qdisc add dev veth2 root netem loss 100%", 1, 0, "16", "4"},
                       Case{"path drops every packet", "tc qdisc add dev veth2 root netem loss 100%", 1, 0, "20", "6"},
                       // at NCCL's defaults (20/7: the QPs would retry for 34 s) the path probe fails it over

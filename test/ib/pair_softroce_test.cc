@@ -8,7 +8,7 @@
 //    the firewall/ACL hint, TCP between the chosen interfaces works, exit 1;
 //  - --bw gives a figure per working path through railnet's IB and Socket transports;
 //  - --cluster of two ranks, one per device: RDMA checked and measured, empty verdict.
-// Each test prints the report (the README quotes them).
+// Each test prints the report (railnet-diag(1) quotes them).
 #include "test_util.h"
 #include "json_check.h"
 #include <stdio.h>
@@ -57,7 +57,7 @@ TEST_F(PairSoftRoce, AutomaticGidWorksAndIsRecommended) {
   std::string srv;
   ToolRun r = pair("", "--bw", &srv);
   EXPECT_EQ(r.status, 0) << r.out << "\nserver:\n" << srv;
-  printf("%s", r.out.c_str());  // the real run the README quotes
+  printf("%s", r.out.c_str());  // the real run railnet-diag(1) quotes
   EXPECT_TRUE(has(srv, "session with " + addrs[1])) << srv;
   EXPECT_TRUE(has(r.out, "device 0: " + netdevs[1] + " here <-> " + netdevs[0] + " on the peer: works")) << r.out;
   std::string row = chosenRow(r.out);

@@ -18,7 +18,7 @@
  * reads the records, and the receiver reports what is missing, no sooner after it. */
 #define SETTLE_NS 100000000ull
 
-/* Bounds from the configured timeouts (README, port failover): a rewritten clear-to-send
+/* Bounds from the configured timeouts (docs/ib-resiliency.md, Bounds): a rewritten clear-to-send
  * lands, or its QP fails, within the QPs' retry time; the receiver answers a query once its
  * own gone QPs were taken in and its rewrites landed. Never below 10 s (a loaded host). */
 static uint64_t rewriteBoundNs(void) {
@@ -292,7 +292,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     fo->stateNs = now + answerBoundNs(fo);
     fo->readState = RAILNET_IB_FO_READ_NONE;
     /* what the gone QPs sent before they were stopped may still be on its way: a record read
-     * too early would have a chunk replayed that lands anyway (README: port failover) */
+     * too early would have a chunk replayed that lands anyway (docs/ib-resiliency.md) */
     uint64_t delay = (uint64_t)fo->probeDelayMs * 1000000ull;
     fo->readNs = now + (delay < SETTLE_NS ? SETTLE_NS - delay : 0);
   }

@@ -1,5 +1,6 @@
 /*
- * Every wr_id and immediate layout of the IB data path, with its encode and decode functions.
+ * Every wr_id and immediate layout of the IB data path, with its encode and decode functions
+ * (docs/ib-eager.md and docs/ib-resiliency.md describe the protocols that use them).
  * The wr_ids never leave this host (the NIC hands them back in completions); the immediates
  * cross the wire (the peer's receive completion carries them), so a change to an immediate's
  * layout is a change of the protocol (the handle's flags negotiate the variants).
