@@ -240,6 +240,11 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
       }
       r = railnetIbRecvCommSetup(railnetIbSubnetRouteMeta(lc->dev, &st->remote, peer), comm, &st->remote,
                                  &st->local, peer);
+      if (r == ncclRemoteError) { /* what the peer asks does not fit this side (the WARN above): not fatal */
+        WARN("NET/IB : refused the connection from %s; still listening", peer);
+        acceptDrop(lc);
+        continue;
+      }
       if (r != ncclSuccess) {
         acceptDrop(lc);
         return r;
