@@ -70,8 +70,10 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
   EXPECT_TRUE(has(r.out, "selected: eth0 (198.18.3.1) -- by step: NCCL_SOCKET_IFNAME")) << r.out;
   EXPECT_TRUE(has(r.out, "WARNING: NCCL_SOCKET_IFNAME=eth0,ib0 names ib0, which is not used: down")) << r.out;
 
-  // A lowered locked-memory limit is reported (a warning here: no RDMA port in this tree).
-  r = a.exec("ulimit -l 32 && " + env + buildTool("railnet-diag"));
+  // A lowered locked-memory limit is reported (a warning here: no RDMA port in this tree) for
+  // a process without CAP_IPC_LOCK (which pins beyond the limit: unit test
+  // RailnetDiag.MemlockLimitDoesNotBindAHolderOfCapIpcLock).
+  r = a.exec("setpriv --bounding-set -ipc_lock sh -c 'ulimit -l 32 && " + env + buildTool("railnet-diag") + "'");
   EXPECT_TRUE(has(r.out, "the locked-memory limit is 32 KiB")) << r.out;
 
   // NCCL_SOCKET_IFNAME set but naming no interface: ignored with a warning; the chain decides
@@ -85,6 +87,53 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
                                "instead (eth0 (198.18.3.1))"))
         << spec << "\n" << r.out;
   }
+}
+
+// NCCL_SOCKET_IFNAME settings that NCCL's job fails with although railnet's own parse of them
+// works: the guide's "^docker" (and "^ib") select lo first, because a '^' list replaces the
+// automatic chain; a space in the list is trimmed by railnet but not by NCCL's bootstrap.
+// Each is a PROBLEM with its fix (exit 1); the fixed settings pass.
+TEST(ToolsNetns, DiagFlagsSettingsThatNcclsJobFailsWith) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("diag"), peer("peer");
+  ASSERT_TRUE(a.ok() && peer.ok());
+  ASSERT_TRUE(NetNs::veth(a, "eth0", peer, "p0") && NetNs::veth(a, "ib0", peer, "p1"));
+  ASSERT_TRUE(a.noLinkLocal("eth0") && a.noLinkLocal("ib0"));
+  ASSERT_TRUE(a.addAddr("eth0", "198.18.3.1/24") && a.addAddr("ib0", "198.18.4.1/24"));
+  for (const char* i : {"eth0", "ib0", "lo"}) ASSERT_TRUE(a.up(i));
+  for (const char* i : {"p0", "p1"}) ASSERT_TRUE(peer.up(i));
+  ASSERT_TRUE(a.waitRunning("ib0") && a.waitRunning("eth0"));
+  TempDir d;
+  std::string env = std::string(kClean) + "SYSFS_PATH=" + d.path() + " HOME=" + d.path() + " ";
+
+  for (const char* spec : {"^docker", "^ib"}) {
+    NetNsResult r = a.exec(env + "NCCL_SOCKET_IFNAME=" + spec + " " + buildTool("railnet-diag"));
+    EXPECT_EQ(r.exitCode, 1) << spec << "\n" << r.out;
+    EXPECT_TRUE(has(lineStarting(r.out, "  lo "), "<- selected [0]")) << r.out;
+    EXPECT_TRUE(has(r.out, std::string("PROBLEM: NCCL_SOCKET_IFNAME=") + spec +
+                               " selects lo (127.0.0.1, loopback) as device [0], which other hosts cannot reach: a "
+                               "'^' list replaces NCCL's automatic chain, so lo is no longer left out"))
+        << r.out;
+    EXPECT_TRUE(has(r.out, std::string("Fix: exclude it too: NCCL_SOCKET_IFNAME=") + spec + ",lo, or name the NIC"))
+        << r.out;
+    r = a.exec(env + "NCCL_SOCKET_IFNAME=" + spec + ",lo " + buildTool("railnet-diag"));
+    EXPECT_EQ(r.exitCode, 0) << spec << "\n" << r.out;
+    EXPECT_FALSE(has(lineStarting(r.out, "  lo "), "selected")) << r.out;
+  }
+
+  for (const char* spec : {" eth0", "eth0 ", "=eth0, ib0"}) {
+    NetNsResult r = a.exec(env + "NCCL_SOCKET_IFNAME='" + spec + "' " + buildTool("railnet-diag") + " --json");
+    EXPECT_EQ(r.exitCode, 1) << spec << "\n" << r.out;
+    EXPECT_EQ(jsonProblem(r.out), "") << r.out;
+    EXPECT_TRUE(has(r.out, std::string("\"severity\":\"problem\",\"cause\":\"NCCL_SOCKET_IFNAME=\\\"") + spec +
+                               "\\\" (environment) has a space: railnet trims it, but NCCL's own bootstrap reads the list "
+                               "as it is"))
+        << spec << "\n" << r.out;
+  }
+  NetNsResult r = a.exec(env + "NCCL_SOCKET_IFNAME=' eth0' " + buildTool("railnet-diag"));
+  EXPECT_TRUE(has(r.out, "Fix: remove the spaces: NCCL_SOCKET_IFNAME=eth0\n")) << r.out;
+  r = a.exec(env + "NCCL_SOCKET_IFNAME=eth0 " + buildTool("railnet-diag"));
+  EXPECT_EQ(r.exitCode, 0) << r.out;
 }
 
 // Two namespaces joined by a veth pair, eth0 at 198.18.<net>.1 (a) and .2 (b).
