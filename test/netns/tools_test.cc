@@ -208,6 +208,80 @@ TEST(ToolsNetns, PerfSweepBetweenTwoNamespaces) {
   }
 }
 
+// The lines of out that contain what.
+int countLines(const std::string& out, const std::string& what) {
+  int n = 0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) n += has(line, what);
+  return n;
+}
+
+// One cause, one WARN: NCCL_SOCKET_IFNAME naming an interface this host lacks makes both
+// transports fail their init (IB and Socket, RAILNET_TRANSPORT=auto on a host without RDMA):
+// the interface WARN once, then the plugin's verdict; railnet-perf's own line in words, no
+// source expression.
+TEST(ToolsNetns, PerfInitFailureSaysItsCauseOnce) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 10));
+  TempDir d;
+  std::string env = std::string(kClean) + "SYSFS_PATH=" + d.path() + " HOME=" + d.path() +
+                    " NCCL_SOCKET_IFNAME=eth1 RAILNET_TRANSPORT=auto ";
+  NetNsResult r = b.exec(env + perfCmd() + "--loopback -s 4K -n 10 --timeout 20", 30000);
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_EQ(countLines(r.out, "NCCL WARN"), 2) << r.out;
+  EXPECT_EQ(countLines(r.out, "NCCL_SOCKET_IFNAME=eth1 selects no interface that is up and running"), 1) << r.out;
+  EXPECT_EQ(countLines(r.out, "No IP interface found"), 0) << r.out;
+  EXPECT_EQ(countLines(r.out, "no usable network interface found"), 0) << r.out;
+  EXPECT_TRUE(has(r.out, "railnet found no usable transport (tried RailIB, RailSocket; the WARN above says why)"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "railnet-perf: RailSocket: init failed: an internal error of the plugin (ncclInternalError)"))
+      << r.out;
+  EXPECT_FALSE(has(r.out, "failed with result") || has(r.out, "netInit(")) << r.out;
+}
+
+// A firewall that passes railnet-perf's handle exchange (port 18515) but drops the plugin's
+// data connection: the plugin's connect gives up after its retry budget with its WARN
+// (interface, attempts, the NCCL_SOCKET_IFNAME fix), which reaches the user because
+// railnet-perf's default timeout is derived from that budget (--help states it: 110 s at
+// NCCL's defaults); the failure is said in words. NCCL_DEBUG=INFO shows the plugin's INFO
+// lines (the retries), as in NCCL.
+TEST(ToolsNetns, PerfWaitsForThePluginsConnectVerdict) {
+  RAILNET_REQUIRE_NETNS();
+  std::string out;
+  ASSERT_EQ(NetNs::hostSh(std::string(kClean) + "unset NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC; " +
+                              perfCmd() + "--help", &out),
+            0);
+  EXPECT_TRUE(has(out, "(here and now: 110 s)")) << out;
+  ASSERT_EQ(NetNs::hostSh(std::string(kClean) + "NCCL_SOCKET_RETRY_CNT=1000 " + perfCmd() + "--help", &out), 0);
+  EXPECT_FALSE(has(out, "(here and now: 110 s)")) << out;
+
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 11));
+  ASSERT_TRUE(a.sh("nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' && "
+                   "nft add rule inet rnt in iifname eth0 tcp dport != 18515 drop"));
+  TempDir d;
+  // a retry budget of 3.3 s (2 retries) keeps the run short; the default timeout follows it
+  std::string env = std::string(kClean) + kPerfEnv + "NCCL_SOCKET_RETRY_CNT=2 ";
+  std::string serverOut = d.path() + "/server.out";
+  std::string serverCmd = env + perfCmd() + "--server --port 18515 --timeout 10 >" + serverOut + " 2>&1";
+  NetNsChild child(a, [&](NetNsIo&) { return system(serverCmd.c_str()) == 0 ? 0 : 1; });
+  NetNsResult c = b.exec(env + "NCCL_DEBUG=INFO " + perfCmd() + "--client 198.18.11.1 --port 18515 -s 4K -n 10", 60000);
+  NetNsResult s = child.wait(40000);
+  EXPECT_EQ(c.exitCode, 1) << c.describe();
+  EXPECT_TRUE(has(c.out, "NCCL WARN") && has(c.out, "via interface eth0") &&
+              has(c.out, "failed with Connection timed out after 3 attempts") && has(c.out, "NCCL_SOCKET_IFNAME="))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "NCCL INFO") && has(c.out, "retrying (1/2)")) << c.out;
+  EXPECT_TRUE(has(c.out, "railnet-perf: RailSocket: connect failed: the peer cannot be reached or failed "
+                         "(ncclRemoteError); the plugin's WARN above says why"))
+      << c.out;
+  EXPECT_FALSE(has(c.out, "did not complete within")) << c.out;
+  EXPECT_FALSE(has(c.out, "failed with result") || has(c.out, "netConnect(")) << c.out;
+  a.sh("nft delete table inet rnt");
+}
+
 // --comms 3: three comm pairs over the one veth, messages round-robin; every --json row of
 // the client carries the bytes it sent and what the receiver counted, the server's too.
 TEST(ToolsNetns, PerfThreeCommPairsJson) {
