@@ -153,6 +153,40 @@ TEST_F(PairNetns, ExcludeListThatPicksLoopbackFails) {
   EXPECT_TRUE(has(c.out, "device 0: eth0 here <-> eth0 on the peer: works")) << c.out;
 }
 
+// A firewall on the serving node that passes the pair check's port (and the one range it
+// opens, 50000-51000) but not the rest of ip_local_port_range (32768-60999), where NCCL's
+// listeners get their ports: the service-port probes work, the probes of the peer's
+// ephemeral listeners (the kernel's pick for port 0, and the two ends of the range) do not,
+// and the check says so with both fixes; exit 1. Without the rule they work.
+TEST_F(PairNetns, FirewallPassingOnlyTheServicePortFails) {
+  ASSERT_TRUE(a->sh("sysctl -qw net.ipv4.ip_local_port_range='32768 60999'"));
+  ASSERT_TRUE(a->sh("nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' && "
+                    "nft add rule inet rnt in ct state established,related accept && "
+                    "nft 'add rule inet rnt in iifname \"eth*\" tcp dport != { 18515-18517, 50000-51000 } drop'"));
+  NetNsResult s;
+  std::string srv;
+  NetNsResult c = pair("", &s, &srv);
+  EXPECT_EQ(c.exitCode, 1) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "device 0: eth0 here <-> eth0 on the peer: works")) << c.out;
+  EXPECT_TRUE(has(c.out, "ephemeral ports of the peer (ip_local_port_range 32768-60999")) << c.out;
+  EXPECT_TRUE(has(c.out, "    port 32768 FAIL connect: Connection timed out")) << c.out;
+  EXPECT_TRUE(has(c.out, "    port 60999 FAIL connect: Connection timed out")) << c.out;
+  EXPECT_TRUE(has(c.out, "PROBLEM: a firewall passes port 18517 but not the ephemeral range 32768-60999 that NCCL's "
+                         "sockets use"))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "Fix: open TCP 32768-60999 inbound on the peer") &&
+              has(c.out, "net.ipv4.ip_local_port_range"))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "the chosen paths: TCP FAILS")) << c.out;
+
+  // NCCL's ports narrowed to the range the firewall opens: every probe works
+  ASSERT_TRUE(a->sh("sysctl -qw net.ipv4.ip_local_port_range='50000 51000'"));
+  c = pair("--json", &s, &srv);
+  EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "{\"port\":50000,\"ok\":true") && has(c.out, "{\"port\":51000,\"ok\":true")) << c.out;
+  a->sh("nft delete table inet rnt");
+}
+
 TEST(PairOptions, HelpAndUsageErrors) {
   std::string out;  // no namespace needed: usage only
   EXPECT_EQ(NetNs::hostSh(diag() + " --help", &out), 0);

@@ -209,6 +209,7 @@ static int tcpSection(const pairState* st) {
   char here[512] = "", peer[512] = "";
   text("  (* = both ends are the same device index in ncclFindInterfaces' choice; NCCL pairs device k with device k)\n");
   int ok = judgeChosen(st, here, sizeof(here), peer, sizeof(peer));
+  ok &= pairEphemeralReport(st);
   text("  ncclFindInterfaces picks here: %s; on the peer: %s\n", here[0] ? here : "none", peer[0] ? peer : "none");
   jStr("chosen_here", here);
   jStr("chosen_peer", peer);
