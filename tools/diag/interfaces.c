@@ -171,7 +171,9 @@ static void judgeLocalOnly(const char* names, const union ncclSocketAddress* add
   finding(user[0] == '^', fix, "NCCL_SOCKET_IFNAME=%s selects %s, which other hosts cannot reach: %sNCCL's "
           "bootstrap and the Socket transport may use that address and the ranks on other nodes cannot connect (the "
           "job hangs)", user, bad,
-          user[0] == '^' ? "a '^' list replaces NCCL's automatic chain, so lo is no longer left out; " : "");
+          user[0] == '^' ? "a '^' list replaces NCCL's automatic chain, so lo is no longer left out (the "
+                           "troubleshooting guide's NCCL_SOCKET_IFNAME=^docker example leads here: add ',lo'); "
+                         : "");
 }
 
 /* NCCL's own parser of NCCL_SOCKET_IFNAME (which NCCL's bootstrap uses, whatever the plugin
