@@ -14,9 +14,20 @@
 #include "railnet.h"
 #include "transport.h"
 
+/* RAILNET_TRANSPORT takes auto, ib or socket (any case; empty is auto); anything else fails init. */
+static railnetParamVerdict transportCheck(const char* want, int64_t value, char* note, size_t size) {
+  (void)value;
+  if (want == NULL || want[0] == '\0' || strcasecmp(want, "auto") == 0 || strcasecmp(want, "ib") == 0 ||
+      strcasecmp(want, "socket") == 0)
+    return RAILNET_PARAM_TAKEN;
+  snprintf(note, size, "invalid RAILNET_TRANSPORT=%s: the plugin's init fails (NCCL then runs without it, on its "
+           "internal network); use auto, ib or socket", want);
+  return RAILNET_PARAM_REFUSED;
+}
+
 static const railnetParam pluginParams[] = {
-    RAILNET_PARAM_STR_DEF("RAILNET_TRANSPORT", "auto",
-                          "Transport of the plugin: auto (IB when an active port exists, else Socket), ib or socket"),
+    RAILNET_PARAM_STR_CHECKED("RAILNET_TRANSPORT", "auto", transportCheck,
+                              "Transport of the plugin: auto (IB when an active port exists, else Socket), ib or socket"),
 };
 RAILNET_PARAM_TABLE("plugin", pluginParams);
 
@@ -97,11 +108,13 @@ static ncclResult_t pluginSelect(ncclDebugLogger_t logger, ncclProfilerCallback_
   const char* want = railnetParamStr(&pluginParams[0]);
   if (want == NULL || want[0] == '\0') want = "auto";
   int isAuto = strcasecmp(want, "auto") == 0;
-  if (!isAuto && strcasecmp(want, "ib") != 0 && strcasecmp(want, "socket") != 0) {
-    WARN("NET/Plugin: railnet: invalid RAILNET_TRANSPORT=%s; use auto, ib or socket", want);
+  char note[256];
+  if (railnetParamJudge(&pluginParams[0], note, sizeof(note)) == RAILNET_PARAM_REFUSED) {
+    WARN("NET/Plugin: railnet: %s", note);
     return ncclInvalidArgument;
   }
   char tried[256] = "";
+  unsigned long warns = railnetDebugWarnCount();
   for (const railnetTransportEntry* t = railnetTransports; t->key != NULL; t++) {
     if (!isAuto && strcasecmp(want, t->key) != 0) continue;
     ncclResult_t res = tryTransport(t->net, logger, ctx, prof);
@@ -122,8 +135,10 @@ static ncclResult_t pluginSelect(ncclDebugLogger_t logger, ncclProfilerCallback_
          "(this build carries none that matches); NCCL will fall back to its internal network",
          railnetVersion(), want);
   } else {
-    WARN("NET/Plugin: railnet found no usable transport (tried %s, see the lines above for why); "
-         "check NCCL_SOCKET_IFNAME / NCCL_IB_HCA, or set RAILNET_TRANSPORT", tried);
+    WARN("NET/Plugin: railnet found no usable transport (tried %s; %s); check NCCL_SOCKET_IFNAME / NCCL_IB_HCA, or "
+         "set RAILNET_TRANSPORT", tried,
+         railnetDebugWarnCount() != warns ? "the WARN above says why"
+                                          : "why is in the INFO lines: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET");
   }
   return ncclInternalError;
 }

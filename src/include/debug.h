@@ -17,6 +17,8 @@ void railnetDebugLog(ncclDebugLogLevel level, unsigned long flags, const char* f
 
 /* Would a message of this level and subsystem be printed standalone? */
 int railnetDebugEnabled(ncclDebugLogLevel level, unsigned long flags);
+/* How many WARNs railnet has said so far (through the logger or on its own). */
+unsigned long railnetDebugWarnCount(void);
 
 /* Parse an NCCL_DEBUG_SUBSYS value ("INIT,NET", "^ENV", "ALL") into a mask. */
 unsigned long railnetParseSubsys(const char* spec);

@@ -35,6 +35,13 @@ typedef struct railnetParamCache {
   int malformed;
 } railnetParamCache;
 
+/* What the module that reads a param does with a value that parses (the type and range are
+ * checked before): takes it, adjusts it (note says to what) or refuses it (note says what
+ * fails). The module's own rule: the module runs it where it uses the value, and
+ * railnet-diag runs it through railnetParamJudge (param.h), so both say the same. */
+typedef enum { RAILNET_PARAM_TAKEN = 0, RAILNET_PARAM_ADJUSTED = 1, RAILNET_PARAM_REFUSED = 2 } railnetParamVerdict;
+typedef railnetParamVerdict (*railnetParamCheck)(const char* str, int64_t value, char* note, size_t size);
+
 /* One variable's declaration. Tables of these are const; the cache lives beside them. */
 typedef struct railnetParam {
   const char* name;     /* NCCL_IB_TIMEOUT */
@@ -44,6 +51,7 @@ typedef struct railnetParam {
   const char* defStr;   /* default of a STR param (may be NULL: unset) */
   const char* doc;      /* one line */
   railnetParamCache* cache;
+  railnetParamCheck check; /* the module's rule beyond the range; NULL: none */
 } railnetParam;
 
 typedef struct {
@@ -53,10 +61,13 @@ typedef struct {
 } railnetParamTable;
 
 /* Declarations for C tables (each entry gets its own static cache). */
-#define RAILNET_PARAM_INT_DEF(NAME, DEF, MIN, MAX, DOC) \
-  { (NAME), RAILNET_PARAM_INT, (DEF), (MIN), (MAX), NULL, (DOC), &(railnetParamCache){0, 0, NULL, RAILNET_SRC_DEFAULT, 0} }
-#define RAILNET_PARAM_STR_DEF(NAME, DEF, DOC) \
-  { (NAME), RAILNET_PARAM_STR, 0, 0, 0, (DEF), (DOC), &(railnetParamCache){0, 0, NULL, RAILNET_SRC_DEFAULT, 0} }
+#define RAILNET_PARAM_INT_CHECKED(NAME, DEF, MIN, MAX, CHECK, DOC)                                  \
+  { (NAME), RAILNET_PARAM_INT, (DEF), (MIN), (MAX), NULL, (DOC),                                      \
+    &(railnetParamCache){0, 0, NULL, RAILNET_SRC_DEFAULT, 0}, (CHECK) }
+#define RAILNET_PARAM_STR_CHECKED(NAME, DEF, CHECK, DOC) \
+  { (NAME), RAILNET_PARAM_STR, 0, 0, 0, (DEF), (DOC), &(railnetParamCache){0, 0, NULL, RAILNET_SRC_DEFAULT, 0}, (CHECK) }
+#define RAILNET_PARAM_INT_DEF(NAME, DEF, MIN, MAX, DOC) RAILNET_PARAM_INT_CHECKED(NAME, DEF, MIN, MAX, NULL, DOC)
+#define RAILNET_PARAM_STR_DEF(NAME, DEF, DOC) RAILNET_PARAM_STR_CHECKED(NAME, DEF, NULL, DOC)
 
 /* Register a module's table (a const array of railnetParam) for enumeration. */
 #define RAILNET_PARAM_TABLE(MODULE, ARRAY)                                            \

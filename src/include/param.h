@@ -22,6 +22,11 @@ railnetParamSource railnetParamSourceOf(const railnetParam* p);
 /* Was the value set but unusable (not an integer, out of range)? The default is used then. */
 int railnetParamMalformed(const railnetParam* p);
 
+/* What the module does with p's value: RAILNET_PARAM_ADJUSTED for a malformed one (the
+ * default replaces it) or one the module's check narrows, RAILNET_PARAM_REFUSED for one the
+ * module refuses (its init fails); note says what, in a sentence. Logs nothing. */
+railnetParamVerdict railnetParamJudge(const railnetParam* p, char* note, size_t size);
+
 /* By name, for a declared variable (a name nobody declared WARNs once and reads as unset). */
 int64_t railnetParamIntByName(const char* name);
 const char* railnetParamStrByName(const char* name);

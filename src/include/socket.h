@@ -70,6 +70,10 @@ const char* railnetIfStepName(railnetIfStep step);
  * of the fallback chain found them. */
 ncclResult_t railnetFindInterfaces(char* ifNames, union ncclSocketAddress* ifAddrs, int ifNameMaxSize, int maxIfs,
                                    int* nIfs, railnetIfStep* step);
+/* Has railnetFindInterfaces WARNed that the current NCCL_SOCKET_IFNAME selects nothing? Its
+ * callers then say their consequence ("no interface", "No IP interface found") as INFO:
+ * one cause, one WARN. */
+int railnetIfacesSaidNoMatch(void);
 ncclResult_t ncclFindInterfaces(char* ifNames, union ncclSocketAddress* ifAddrs, int ifNameMaxSize, int maxIfs,
                                 int* nIfs);
 /* The interface whose subnet contains remoteAddr (NCCL_COMM_ID's rule). */
@@ -142,6 +146,10 @@ ncclResult_t ncclSocketInit(struct ncclSocket* sock, const union ncclSocketAddre
 ncclResult_t ncclSocketListen(struct ncclSocket* sock);
 ncclResult_t ncclSocketGetAddr(struct ncclSocket* sock, union ncclSocketAddress* addr);
 ncclResult_t ncclSocketConnect(struct ncclSocket* sock);
+/* How long a connect to a peer that never answers takes before it fails, in seconds, at
+ * the current NCCL_SOCKET_RETRY_CNT and NCCL_SOCKET_RETRY_SLEEP_MSEC: every attempt's
+ * deadline plus the growing sleeps between them (94.5 s at NCCL's defaults). */
+double railnetSocketConnectBudgetSec(void);
 ncclResult_t ncclSocketReady(struct ncclSocket* sock, int* running);
 ncclResult_t ncclSocketAccept(struct ncclSocket* sock, struct ncclSocket* listenSock);
 /* Non-blocking progress: moves what the socket takes now, adds it to *offset. */

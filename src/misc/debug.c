@@ -163,8 +163,12 @@ void railnetDebugFlushEnv(void) {
     railnetDebugLog(NCCL_LOG_WARN, NCCL_ALL, file, line, "%s", msg);
 }
 
+static unsigned long warnCount;
+unsigned long railnetDebugWarnCount(void) { return __atomic_load_n(&warnCount, __ATOMIC_RELAXED); }
+
 void railnetDebugLog(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                      const char* fmt, ...) {
+  if (level == NCCL_LOG_WARN) __atomic_add_fetch(&warnCount, 1, __ATOMIC_RELAXED);
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <net/if.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <string.h>
 #include "core.h"
 #include "param.h"
@@ -255,6 +256,29 @@ static ncclResult_t findAuto(struct ifaddrs* all, int family, char* names, union
   return ncclSuccess;
 }
 
+/* The last NCCL_SOCKET_IFNAME that was WARNed about for selecting nothing. */
+static pthread_mutex_t saidLock = PTHREAD_MUTEX_INITIALIZER;
+static char saidList[256];
+static int saidAny;
+
+/* Was the WARN about user already said (then 1), else it is now (0). */
+static int saidNoMatch(const char* user) {
+  pthread_mutex_lock(&saidLock);
+  int again = saidAny && strncmp(saidList, user, sizeof(saidList) - 1) == 0;
+  snprintf(saidList, sizeof(saidList), "%s", user);
+  saidAny = 1;
+  pthread_mutex_unlock(&saidLock);
+  return again;
+}
+
+int railnetIfacesSaidNoMatch(void) {
+  pthread_mutex_lock(&saidLock);
+  const char* user = railnetParamStr(&ifaceParams[P_IFNAME]);
+  int said = saidAny && user && strncmp(saidList, user, sizeof(saidList) - 1) == 0;
+  pthread_mutex_unlock(&saidLock);
+  return said;
+}
+
 ncclResult_t railnetFindInterfaces(char* ifNames, union ncclSocketAddress* ifAddrs, int ifNameMaxSize, int maxIfs,
                                    int* nIfs, railnetIfStep* stepOut) {
   railnetIfStep step = RAILNET_IF_NONE;
@@ -292,9 +316,12 @@ ncclResult_t railnetFindInterfaces(char* ifNames, union ncclSocketAddress* ifAdd
     step = RAILNET_IF_USER;
     findMatching(all, &userList, family, ifNames, ifAddrs, ifNameMaxSize, maxIfs, nIfs);
     if (*nIfs == 0) {
-      WARN("NET/Socket : NCCL_SOCKET_IFNAME=%s selects no interface that is up and running with an %s address; "
-           "interfaces here: %s",
-           user, family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "IPv4/IPv6", seen);
+      /* one cause, one WARN: the same list again (the next transport's init) is INFO */
+      int again = saidNoMatch(user);
+      railnetDebugLog(again ? NCCL_LOG_INFO : NCCL_LOG_WARN, NCCL_NET | NCCL_INIT, again ? __func__ : __FILE__,
+                      __LINE__, "NET/Socket : NCCL_SOCKET_IFNAME=%s selects no interface that is up and running with "
+                      "an %s address; interfaces here: %s", user,
+                      family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "IPv4/IPv6", seen);
       step = RAILNET_IF_NONE;
     }
   } else {

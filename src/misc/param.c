@@ -114,6 +114,20 @@ int railnetParamMalformed(const railnetParam* p) {
   return p->cache->malformed;
 }
 
+railnetParamVerdict railnetParamJudge(const railnetParam* p, char* note, size_t size) {
+  if (size) note[0] = '\0';
+  paramEnsure(p);
+  if (p->cache->malformed) {
+    railnetParamSource src;
+    const char* raw = railnetEnvGet(p->name, &src);
+    snprintf(note, size, "%s='%s' (%s) is not an integer in [%" PRId64 ", %" PRId64 "]: the default %" PRId64
+             " is used instead", p->name, raw ? raw : "", railnetParamSourceName(src), p->min, p->max, p->def);
+    return RAILNET_PARAM_ADJUSTED;
+  }
+  if (p->check == NULL || p->cache->source == RAILNET_SRC_DEFAULT) return RAILNET_PARAM_TAKEN;
+  return p->check(p->cache->str, p->cache->value, note, size);
+}
+
 /* A name that no table declares is a railnet bug: every such read WARNs and reads as unset,
  * so that the bug cannot go unnoticed in tests. */
 static const railnetParam* findDeclared(const char* name) {

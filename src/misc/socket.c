@@ -346,8 +346,10 @@ static void warnUnreachable(struct ncclSocket* sock, int err) {
   double secs = (railnetClockNs() - sock->connectStartNs) / 1e9;
   WARN("Net : connect to %s via interface %s (local address %s) failed with %s after %d attempts in %.1f s. "
        "The peer is not reachable from this interface: check that the peer listens and that no firewall drops "
-       "the traffic, or select another interface with NCCL_SOCKET_IFNAME=%s%s",
+       "the traffic (TCP port %d: NCCL's listeners take ports of the peer's net.ipv4.ip_local_port_range, which a "
+       "firewall must pass), or select another interface with NCCL_SOCKET_IFNAME=%s%s",
        ncclSocketToString(&sock->addr, peer, 1), ifName, local, strerror(err), sock->errorRetries, secs,
+       ntohs(sock->addr.sa.sa_family == AF_INET6 ? sock->addr.sin6.sin6_port : sock->addr.sin.sin_port),
        others[0] ? others : "<interface>",
        others[0] ? " (other candidates found here)" : " (no other candidate interface was found)");
 }
@@ -357,6 +359,13 @@ static uint64_t attemptTimeoutNs(void) {
   int64_t ms = 10 * railnetParamInt(&socketParams[P_RETRY_SLEEP]);
   if (ms < 1000) ms = 1000;
   return (uint64_t)ms * 1000000ull;
+}
+
+double railnetSocketConnectBudgetSec(void) {
+  int64_t n = railnetParamInt(&socketParams[P_RETRY_CNT]);
+  int64_t sleepMs = railnetParamInt(&socketParams[P_RETRY_SLEEP]);
+  /* n retries sleep 1, 2, ..., n units; n + 1 attempts run to their deadline */
+  return ((double)n * (double)(n + 1) / 2.0 * (double)sleepMs) / 1e3 + (double)(n + 1) * (double)attemptTimeoutNs() / 1e9;
 }
 
 /* A retryable connect error: schedule the next attempt (k sleep units later) or give up. */

@@ -3,6 +3,7 @@
  * init, their properties, and how many helper threads and data sockets a comm on each one
  * gets (net_socket_devices.h).
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,13 +14,36 @@
 
 #define MAX_COLLNET_SIZE (512 * 1024 * 1024L)
 
+/* NCCL caps the helper threads at MAX_THREADS, and threads x sockets at MAX_SOCKETS. */
+static railnetParamVerdict threadsCheck(const char* str, int64_t nt, char* note, size_t size) {
+  (void)str;
+  if (nt <= MAX_THREADS) return RAILNET_PARAM_TAKEN;
+  snprintf(note, size, "NCCL_SOCKET_NTHREADS=%" PRId64 " is above the maximum %d: the Socket transport uses %d "
+           "helper threads per comm", nt, MAX_THREADS, MAX_THREADS);
+  return RAILNET_PARAM_ADJUSTED;
+}
+static railnetParamVerdict nsocksCheck(const char* str, int64_t ns, char* note, size_t size);
+
 enum { P_NTHREADS, P_NSOCKS };
 static const railnetParam netSocketParams[] = {
-    [P_NTHREADS] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_NTHREADS", -2, -2, 1024,
-                                         "Helper threads per comm (-2: automatic, 0 on most NICs, 2 on AWS, 4 on GCP)"),
-    [P_NSOCKS] = RAILNET_PARAM_INT_DEF("NCCL_NSOCKS_PERTHREAD", -2, -2, 1024,
-                                       "Data sockets per helper thread (-2: automatic, 8 on AWS, 1 elsewhere)"),
+    [P_NTHREADS] = RAILNET_PARAM_INT_CHECKED("NCCL_SOCKET_NTHREADS", -2, -2, 1024, threadsCheck,
+                                             "Helper threads per comm (-2: automatic, 0 on most NICs, 2 on AWS, 4 on "
+                                             "GCP; at most 16)"),
+    [P_NSOCKS] = RAILNET_PARAM_INT_CHECKED("NCCL_NSOCKS_PERTHREAD", -2, -2, 1024, nsocksCheck,
+                                           "Data sockets per helper thread (-2: automatic, 8 on AWS, 1 elsewhere; "
+                                           "threads x sockets at most 64)"),
 };
+
+/* With NCCL_SOCKET_NTHREADS set (not automatic), threads x sockets above MAX_SOCKETS is cut. */
+static railnetParamVerdict nsocksCheck(const char* str, int64_t ns, char* note, size_t size) {
+  (void)str;
+  int64_t nt = railnetParamInt(&netSocketParams[P_NTHREADS]);
+  if (nt > MAX_THREADS) nt = MAX_THREADS;
+  if (nt <= 0 || ns <= 0 || ns * nt <= MAX_SOCKETS) return RAILNET_PARAM_TAKEN;
+  snprintf(note, size, "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = %" PRId64 " x %" PRId64 " is above %d "
+           "sockets: the Socket transport uses %" PRId64 " sockets per thread", nt, ns, MAX_SOCKETS, MAX_SOCKETS / nt);
+  return RAILNET_PARAM_ADJUSTED;
+}
 RAILNET_PARAM_TABLE("net_socket", netSocketParams);
 
 typedef struct {
@@ -42,9 +66,11 @@ ncclResult_t railnetSocketDevicesInit(void) {
     railnetIfStep step = RAILNET_IF_NONE;
     res = railnetFindInterfaces(names, addrs, MAX_IF_NAME_SIZE, MAX_IFS, &n, &step);
     if (res == ncclSuccess && n <= 0) {
-      WARN("NET/Socket : no usable network interface found (none is up with an address%s); "
-           "check `ip addr` and NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY",
-           railnetParamRaw("NCCL_SOCKET_IFNAME", NULL) ? " and matches NCCL_SOCKET_IFNAME" : "");
+      int said = railnetIfacesSaidNoMatch(); /* the cause is WARNed already: INFO */
+      railnetDebugLog(said ? NCCL_LOG_INFO : NCCL_LOG_WARN, NCCL_NET | NCCL_INIT, said ? __func__ : __FILE__, __LINE__,
+                      "NET/Socket : no usable network interface found (none is up with an address%s); "
+                      "check `ip addr` and NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY",
+                      railnetParamRaw("NCCL_SOCKET_IFNAME", NULL) ? " and matches NCCL_SOCKET_IFNAME" : "");
       res = ncclSystemError;
     }
     if (res == ncclSuccess) {
@@ -103,8 +129,10 @@ static int readSpeed(const char* ifName) {
 void railnetSocketThreadsAndSockets(int dev, int* nThreads, int* nSocks) {
   int nt = (int)railnetParamInt(&netSocketParams[P_NTHREADS]);
   int ns = (int)railnetParamInt(&netSocketParams[P_NSOCKS]);
-  if (nt > MAX_THREADS) {
-    WARN("NET/Socket : NCCL_SOCKET_NTHREADS=%d is above the maximum; using %d", nt, MAX_THREADS);
+  char note[256];
+  if (railnetParamJudge(&netSocketParams[P_NTHREADS], note, sizeof(note)) == RAILNET_PARAM_ADJUSTED &&
+      nt > MAX_THREADS) {
+    WARN("NET/Socket : %s", note);
     nt = MAX_THREADS;
   }
   if (nt == -2 || ns == -2) {

@@ -52,7 +52,10 @@ class PairNetns : public ::testing::Test {
     ASSERT_TRUE(a->up("lo") && b->up("lo"));
     ASSERT_TRUE(a->waitRunning("eth0") && a->waitRunning("eth1") && b->waitRunning("eth0") && b->waitRunning("eth1"));
   }
-  std::string env() const { return std::string(kClean) + "HOME=" + d.path() + " SYSFS_PATH=" + d.path() + " "; }
+  std::string extraEnv;  // variables both ends run with
+  std::string env() const {
+    return std::string(kClean) + "HOME=" + d.path() + " SYSFS_PATH=" + d.path() + " " + extraEnv;
+  }
   // --serve in a (its stdout+stderr in serve.out), --pair from b; returns the client's run.
   NetNsResult pair(const std::string& clientArgs, NetNsResult* server, std::string* serverOut, int timeout = 30) {
     std::string out = d.path() + "/serve.out";
@@ -119,10 +122,83 @@ TEST_F(PairNetns, BlockedRailFailsAndTheVerdictNamesTheWorkingInterface) {
   EXPECT_TRUE(has(lineWith(c.out, "socket  eth1", "-> eth0"), " MB/s")) << c.out;
 }
 
+// The troubleshooting guide's NCCL_SOCKET_IFNAME=^docker on both nodes: a '^' list replaces
+// NCCL's automatic chain, so lo is not left out and is device [0] (first in getifaddrs'
+// order) on both sides. Device 0 cannot reach the peer: a problem, exit 1, although eth0 and
+// eth1 (devices 1 and 2) work. Excluding lo as well passes.
+TEST_F(PairNetns, ExcludeListThatPicksLoopbackFails) {
+  extraEnv = "NCCL_SOCKET_IFNAME=^docker ";
+  NetNsResult s;
+  std::string srv;
+  NetNsResult c = pair("", &s, &srv);
+  EXPECT_EQ(c.exitCode, 1) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "device 0: lo here, not an interface that reaches the peer: FAILS")) << c.out;
+  EXPECT_TRUE(has(c.out, "PROBLEM: ncclFindInterfaces picks lo as device 0 here, an interface other hosts cannot "
+                         "reach (loopback or link-local)"))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "device 1: eth0 here <-> eth0 on the peer: works")) << c.out;
+  EXPECT_TRUE(has(c.out, "the chosen paths: TCP FAILS")) << c.out;
+  EXPECT_FALSE(has(c.out, "0 problem(s)")) << c.out;
+
+  // lo the only interface chosen here (=lo): no device k works on both nodes.
+  extraEnv = "NCCL_SOCKET_IFNAME==lo ";
+  c = pair("--json", &s, &srv);
+  EXPECT_EQ(c.exitCode, 1) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "\"chosen_ok\":false")) << c.out;
+  EXPECT_TRUE(has(c.out, "\"severity\":\"problem\",\"cause\":\"no chosen path works")) << c.out;
+
+  extraEnv = "NCCL_SOCKET_IFNAME=^docker,lo ";
+  c = pair("", &s, &srv);
+  EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "device 0: eth0 here <-> eth0 on the peer: works")) << c.out;
+}
+
+// A firewall on the serving node that passes the pair check's port (and the one range it
+// opens, 50000-51000) but not the rest of ip_local_port_range (32768-60999), where NCCL's
+// listeners get their ports: the service-port probes work, the probes of the peer's
+// ephemeral listeners (the kernel's pick for port 0, and the two ends of the range) do not,
+// and the check says so with both fixes; exit 1. Without the rule they work.
+TEST_F(PairNetns, FirewallPassingOnlyTheServicePortFails) {
+  ASSERT_TRUE(a->sh("sysctl -qw net.ipv4.ip_local_port_range='32768 60999'"));
+  ASSERT_TRUE(a->sh("nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' && "
+                    "nft add rule inet rnt in ct state established,related accept && "
+                    "nft 'add rule inet rnt in iifname \"eth*\" tcp dport != { 18515-18517, 50000-51000 } drop'"));
+  NetNsResult s;
+  std::string srv;
+  NetNsResult c = pair("", &s, &srv);
+  EXPECT_EQ(c.exitCode, 1) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "device 0: eth0 here <-> eth0 on the peer: works")) << c.out;
+  EXPECT_TRUE(has(c.out, "ephemeral ports of the peer (ip_local_port_range 32768-60999")) << c.out;
+  EXPECT_TRUE(has(c.out, "    port 32768 FAIL connect: Connection timed out")) << c.out;
+  EXPECT_TRUE(has(c.out, "    port 60999 FAIL connect: Connection timed out")) << c.out;
+  EXPECT_TRUE(has(c.out, "PROBLEM: a firewall passes port 18517 but not the ephemeral range 32768-60999 that NCCL's "
+                         "sockets use"))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "Fix: open TCP 32768-60999 inbound on the peer") &&
+              has(c.out, "net.ipv4.ip_local_port_range"))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "the chosen paths: TCP FAILS")) << c.out;
+
+  // NCCL's ports narrowed to the range the firewall opens: every probe works
+  ASSERT_TRUE(a->sh("sysctl -qw net.ipv4.ip_local_port_range='50000 51000'"));
+  c = pair("--json", &s, &srv);
+  EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv;
+  EXPECT_TRUE(has(c.out, "{\"port\":50000,\"ok\":true") && has(c.out, "{\"port\":51000,\"ok\":true")) << c.out;
+  a->sh("nft delete table inet rnt");
+}
+
 TEST(PairOptions, HelpAndUsageErrors) {
   std::string out;  // no namespace needed: usage only
   EXPECT_EQ(NetNs::hostSh(diag() + " --help", &out), 0);
   for (const char* o : {"--serve", "--pair HOST[:P]", "--port P", "--timeout S", "--bw"}) EXPECT_TRUE(has(out, o)) << o;
+  // the troubleshooting path, in its order: this host, then two nodes, then every node
+  size_t path = out.find("My job hangs or fails to connect -- the troubleshooting path:");
+  ASSERT_NE(path, std::string::npos) << out;
+  size_t one = out.find("1. railnet-diag on each node", path), two = out.find("2. railnet-diag --serve", path),
+         three = out.find("3. railnet-diag --cluster", path);
+  EXPECT_TRUE(one != std::string::npos && two != std::string::npos && three != std::string::npos && one < two &&
+              two < three)
+      << out;
   EXPECT_EQ(NetNs::hostSh(diag() + " --serve --pair 198.18.30.1", &out), 2) << out;
   EXPECT_EQ(NetNs::hostSh(diag() + " --serve --port 0", &out), 2) << out;
   EXPECT_EQ(NetNs::hostSh(diag() + " --pair", &out), 2) << out;

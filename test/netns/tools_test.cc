@@ -70,8 +70,10 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
   EXPECT_TRUE(has(r.out, "selected: eth0 (198.18.3.1) -- by step: NCCL_SOCKET_IFNAME")) << r.out;
   EXPECT_TRUE(has(r.out, "WARNING: NCCL_SOCKET_IFNAME=eth0,ib0 names ib0, which is not used: down")) << r.out;
 
-  // A lowered locked-memory limit is reported (a warning here: no RDMA port in this tree).
-  r = a.exec("ulimit -l 32 && " + env + buildTool("railnet-diag"));
+  // A lowered locked-memory limit is reported (a warning here: no RDMA port in this tree) for
+  // a process without CAP_IPC_LOCK (which pins beyond the limit: unit test
+  // RailnetDiag.MemlockLimitDoesNotBindAHolderOfCapIpcLock).
+  r = a.exec("setpriv --bounding-set -ipc_lock sh -c 'ulimit -l 32 && " + env + buildTool("railnet-diag") + "'");
   EXPECT_TRUE(has(r.out, "the locked-memory limit is 32 KiB")) << r.out;
 
   // NCCL_SOCKET_IFNAME set but naming no interface: ignored with a warning; the chain decides
@@ -85,6 +87,53 @@ TEST(ToolsNetns, DiagReportsTheChoiceAndItsStep) {
                                "instead (eth0 (198.18.3.1))"))
         << spec << "\n" << r.out;
   }
+}
+
+// NCCL_SOCKET_IFNAME settings that NCCL's job fails with although railnet's own parse of them
+// works: the guide's "^docker" (and "^ib") select lo first, because a '^' list replaces the
+// automatic chain; a space in the list is trimmed by railnet but not by NCCL's bootstrap.
+// Each is a PROBLEM with its fix (exit 1); the fixed settings pass.
+TEST(ToolsNetns, DiagFlagsSettingsThatNcclsJobFailsWith) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("diag"), peer("peer");
+  ASSERT_TRUE(a.ok() && peer.ok());
+  ASSERT_TRUE(NetNs::veth(a, "eth0", peer, "p0") && NetNs::veth(a, "ib0", peer, "p1"));
+  ASSERT_TRUE(a.noLinkLocal("eth0") && a.noLinkLocal("ib0"));
+  ASSERT_TRUE(a.addAddr("eth0", "198.18.3.1/24") && a.addAddr("ib0", "198.18.4.1/24"));
+  for (const char* i : {"eth0", "ib0", "lo"}) ASSERT_TRUE(a.up(i));
+  for (const char* i : {"p0", "p1"}) ASSERT_TRUE(peer.up(i));
+  ASSERT_TRUE(a.waitRunning("ib0") && a.waitRunning("eth0"));
+  TempDir d;
+  std::string env = std::string(kClean) + "SYSFS_PATH=" + d.path() + " HOME=" + d.path() + " ";
+
+  for (const char* spec : {"^docker", "^ib"}) {
+    NetNsResult r = a.exec(env + "NCCL_SOCKET_IFNAME=" + spec + " " + buildTool("railnet-diag"));
+    EXPECT_EQ(r.exitCode, 1) << spec << "\n" << r.out;
+    EXPECT_TRUE(has(lineStarting(r.out, "  lo "), "<- selected [0]")) << r.out;
+    EXPECT_TRUE(has(r.out, std::string("PROBLEM: NCCL_SOCKET_IFNAME=") + spec +
+                               " selects lo (127.0.0.1, loopback) as device [0], which other hosts cannot reach: a "
+                               "'^' list replaces NCCL's automatic chain, so lo is no longer left out"))
+        << r.out;
+    EXPECT_TRUE(has(r.out, std::string("Fix: exclude it too: NCCL_SOCKET_IFNAME=") + spec + ",lo, or name the NIC"))
+        << r.out;
+    r = a.exec(env + "NCCL_SOCKET_IFNAME=" + spec + ",lo " + buildTool("railnet-diag"));
+    EXPECT_EQ(r.exitCode, 0) << spec << "\n" << r.out;
+    EXPECT_FALSE(has(lineStarting(r.out, "  lo "), "selected")) << r.out;
+  }
+
+  for (const char* spec : {" eth0", "eth0 ", "=eth0, ib0"}) {
+    NetNsResult r = a.exec(env + "NCCL_SOCKET_IFNAME='" + spec + "' " + buildTool("railnet-diag") + " --json");
+    EXPECT_EQ(r.exitCode, 1) << spec << "\n" << r.out;
+    EXPECT_EQ(jsonProblem(r.out), "") << r.out;
+    EXPECT_TRUE(has(r.out, std::string("\"severity\":\"problem\",\"cause\":\"NCCL_SOCKET_IFNAME=\\\"") + spec +
+                               "\\\" (environment) has a space: railnet trims it, but NCCL's own bootstrap reads the list "
+                               "as it is"))
+        << spec << "\n" << r.out;
+  }
+  NetNsResult r = a.exec(env + "NCCL_SOCKET_IFNAME=' eth0' " + buildTool("railnet-diag"));
+  EXPECT_TRUE(has(r.out, "Fix: remove the spaces: NCCL_SOCKET_IFNAME=eth0\n")) << r.out;
+  r = a.exec(env + "NCCL_SOCKET_IFNAME=eth0 " + buildTool("railnet-diag"));
+  EXPECT_EQ(r.exitCode, 0) << r.out;
 }
 
 // Two namespaces joined by a veth pair, eth0 at 198.18.<net>.1 (a) and .2 (b).
@@ -157,6 +206,80 @@ TEST(ToolsNetns, PerfSweepBetweenTwoNamespaces) {
       EXPECT_TRUE(found) << size << " " << test << "\n" << srv;
     }
   }
+}
+
+// The lines of out that contain what.
+int countLines(const std::string& out, const std::string& what) {
+  int n = 0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) n += has(line, what);
+  return n;
+}
+
+// One cause, one WARN: NCCL_SOCKET_IFNAME naming an interface this host lacks makes both
+// transports fail their init (IB and Socket, RAILNET_TRANSPORT=auto on a host without RDMA):
+// the interface WARN once, then the plugin's verdict; railnet-perf's own line in words, no
+// source expression.
+TEST(ToolsNetns, PerfInitFailureSaysItsCauseOnce) {
+  RAILNET_REQUIRE_NETNS();
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 10));
+  TempDir d;
+  std::string env = std::string(kClean) + "SYSFS_PATH=" + d.path() + " HOME=" + d.path() +
+                    " NCCL_SOCKET_IFNAME=eth1 RAILNET_TRANSPORT=auto ";
+  NetNsResult r = b.exec(env + perfCmd() + "--loopback -s 4K -n 10 --timeout 20", 30000);
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_EQ(countLines(r.out, "NCCL WARN"), 2) << r.out;
+  EXPECT_EQ(countLines(r.out, "NCCL_SOCKET_IFNAME=eth1 selects no interface that is up and running"), 1) << r.out;
+  EXPECT_EQ(countLines(r.out, "No IP interface found"), 0) << r.out;
+  EXPECT_EQ(countLines(r.out, "no usable network interface found"), 0) << r.out;
+  EXPECT_TRUE(has(r.out, "railnet found no usable transport (tried RailIB, RailSocket; the WARN above says why)"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "railnet-perf: RailSocket: init failed: an internal error of the plugin (ncclInternalError)"))
+      << r.out;
+  EXPECT_FALSE(has(r.out, "failed with result") || has(r.out, "netInit(")) << r.out;
+}
+
+// A firewall that passes railnet-perf's handle exchange (port 18515) but drops the plugin's
+// data connection: the plugin's connect gives up after its retry budget with its WARN
+// (interface, attempts, the NCCL_SOCKET_IFNAME fix), which reaches the user because
+// railnet-perf's default timeout is derived from that budget (--help states it: 110 s at
+// NCCL's defaults); the failure is said in words. NCCL_DEBUG=INFO shows the plugin's INFO
+// lines (the retries), as in NCCL.
+TEST(ToolsNetns, PerfWaitsForThePluginsConnectVerdict) {
+  RAILNET_REQUIRE_NETNS();
+  std::string out;
+  ASSERT_EQ(NetNs::hostSh(std::string(kClean) + "unset NCCL_SOCKET_RETRY_CNT NCCL_SOCKET_RETRY_SLEEP_MSEC; " +
+                              perfCmd() + "--help", &out),
+            0);
+  EXPECT_TRUE(has(out, "(here and now: 110 s)")) << out;
+  ASSERT_EQ(NetNs::hostSh(std::string(kClean) + "NCCL_SOCKET_RETRY_CNT=1000 " + perfCmd() + "--help", &out), 0);
+  EXPECT_FALSE(has(out, "(here and now: 110 s)")) << out;
+
+  NetNs a("srv"), b("cli");
+  ASSERT_TRUE(vethPair(a, b, 11));
+  ASSERT_TRUE(a.sh("nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' && "
+                   "nft add rule inet rnt in iifname eth0 tcp dport != 18515 drop"));
+  TempDir d;
+  // a retry budget of 3.3 s (2 retries) keeps the run short; the default timeout follows it
+  std::string env = std::string(kClean) + kPerfEnv + "NCCL_SOCKET_RETRY_CNT=2 ";
+  std::string serverOut = d.path() + "/server.out";
+  std::string serverCmd = env + perfCmd() + "--server --port 18515 --timeout 10 >" + serverOut + " 2>&1";
+  NetNsChild child(a, [&](NetNsIo&) { return system(serverCmd.c_str()) == 0 ? 0 : 1; });
+  NetNsResult c = b.exec(env + "NCCL_DEBUG=INFO " + perfCmd() + "--client 198.18.11.1 --port 18515 -s 4K -n 10", 60000);
+  NetNsResult s = child.wait(40000);
+  EXPECT_EQ(c.exitCode, 1) << c.describe();
+  EXPECT_TRUE(has(c.out, "NCCL WARN") && has(c.out, "via interface eth0") &&
+              has(c.out, "failed with Connection timed out after 3 attempts") && has(c.out, "NCCL_SOCKET_IFNAME="))
+      << c.out;
+  EXPECT_TRUE(has(c.out, "NCCL INFO") && has(c.out, "retrying (1/2)")) << c.out;
+  EXPECT_TRUE(has(c.out, "railnet-perf: RailSocket: connect failed: the peer cannot be reached or failed "
+                         "(ncclRemoteError); the plugin's WARN above says why"))
+      << c.out;
+  EXPECT_FALSE(has(c.out, "did not complete within")) << c.out;
+  EXPECT_FALSE(has(c.out, "failed with result") || has(c.out, "netConnect(")) << c.out;
+  a.sh("nft delete table inet rnt");
 }
 
 // --comms 3: three comm pairs over the one veth, messages round-robin; every --json row of

@@ -152,7 +152,7 @@ TEST(PairProto, HeaderChecks) {
   v = good;
   v[5] = 1;  // version 1 (before the listener's greeting)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 2)"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 3)"), std::string::npos) << why;
   v = good;
   v[7] = 99;  // type
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);

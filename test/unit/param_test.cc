@@ -10,9 +10,9 @@ struct TestParam {
   railnetParamCache cache{};
   railnetParam decl;
   TestParam(const char* name, int64_t def, int64_t min, int64_t max)
-      : decl{name, RAILNET_PARAM_INT, def, min, max, nullptr, "test param", &cache} {}
+      : decl{name, RAILNET_PARAM_INT, def, min, max, nullptr, "test param", &cache, nullptr} {}
   TestParam(const char* name, const char* defStr)
-      : decl{name, RAILNET_PARAM_STR, 0, 0, 0, defStr, "test param", &cache} {}
+      : decl{name, RAILNET_PARAM_STR, 0, 0, 0, defStr, "test param", &cache, nullptr} {}
   const railnetParam* operator->() const { return &decl; }
   operator const railnetParam*() const { return &decl; }
   void forget() { cache = railnetParamCache{}; }  // read again at the next use

@@ -131,6 +131,21 @@ TEST(RailnetDiag, WarnsWhenGidIndexIsForced) {
   EXPECT_TRUE(has(w[0], "Fix: unset NCCL_IB_GID_INDEX")) << w[0];
   EXPECT_EQ(linesWith(r.out, "chosen: 2 -- forced by NCCL_IB_GID_INDEX=2").size(), 1u) << r.out;
 
+  // A malformed index: one answer, the true one. The transport reads the default (-1: the
+  // automatic choice), the Settings say so once, and the GID section claims no override.
+  r = sh(fs.env() + "NCCL_IB_GID_INDEX=abc " + diag());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto all = linesWith(r.out, "NCCL_IB_GID_INDEX");
+  std::vector<std::string> findings;
+  for (const std::string& x : all)
+    if (has(x, "PROBLEM") || has(x, "WARNING")) findings.push_back(x);
+  ASSERT_EQ(findings.size(), 1u) << r.out;
+  EXPECT_TRUE(has(findings[0], "PROBLEM: NCCL_IB_GID_INDEX='abc' (environment) is not an integer in [-1, 65535]: the "
+                               "default -1 is used instead"))
+      << findings[0];
+  EXPECT_TRUE(linesWith(r.out, "overrides").empty()) << r.out;
+  EXPECT_EQ(linesWith(r.out, "chosen: 3 -- best of 4 of 5 entries").size(), 1u) << r.out;
+
   // An index that names an empty GID is a problem, also when it comes from a conf file.
   fs.dir.write("nccl.conf", "NCCL_IB_GID_INDEX=4\n");
   r = sh(fs.env() + "NCCL_CONF_FILE=" + fs.dir.path() + "/nccl.conf " + diag());
@@ -149,18 +164,40 @@ TEST(RailnetDiag, NoRoutableGidIsAProblem) {
   EXPECT_TRUE(has(l[0], "assign an IP address to eth2")) << l[0];
 }
 
+// Does this process hold CAP_IPC_LOCK (effective)?
+bool holdsIpcLock() {
+  std::string st = readFile("/proc/self/status");
+  size_t at = st.find("CapEff:");
+  return at != std::string::npos && ((strtoull(st.c_str() + at + 7, nullptr, 16) >> 14) & 1);
+}
+
+// cmd in a shell without CAP_IPC_LOCK: as root, setpriv drops it from the bounding set, so the
+// shell's exec leaves it out; "" where that cannot be done.
+std::string withoutIpcLock(const std::string& cmd) {
+  if (!holdsIpcLock()) return "sh -c '" + cmd + "'";
+  if (shellRun("setpriv --bounding-set -ipc_lock true").status != 0) return "";
+  return "setpriv --bounding-set -ipc_lock sh -c '" + cmd + "'";
+}
+
 TEST(RailnetDiag, LoweredMemlockIsAProblemWithTheLimitsConfFix) {
   FakeSysfs fs;
   fs.roce("mlx5_0");
-  ToolRun r = sh("ulimit -l 64 && " + fs.env() + diag());
+  std::string cmd = withoutIpcLock("ulimit -l 64 && " + fs.env() + diag());
+  if (cmd.empty()) RAILNET_SKIP("cannot drop CAP_IPC_LOCK here (setpriv --bounding-set fails)");
+  ToolRun r = sh(cmd);
   EXPECT_EQ(r.status, 1) << r.out;
   auto l = linesWith(r.out, "PROBLEM: the locked-memory limit is 64 KiB");
   ASSERT_EQ(l.size(), 1u) << r.out;
   EXPECT_TRUE(has(l[0], "memlock unlimited") && has(l[0], "/etc/security/limits.conf")) << l[0];
+  // both fixes of a container: the capability, or the limit
+  EXPECT_TRUE(has(l[0], "could not pin 1 MiB beyond it (no CAP_IPC_LOCK)")) << l[0];
+  EXPECT_TRUE(has(l[0], "securityContext.capabilities.add: [IPC_LOCK]") && has(l[0], "--cap-add IPC_LOCK") &&
+              has(l[0], "--ulimit memlock=-1"))
+      << l[0];
 
   // Without RDMA ports the same limit only warns (the Socket transport pins nothing).
   TempDir empty;
-  r = sh("ulimit -l 64 && SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " " + diag());
+  r = sh(withoutIpcLock("ulimit -l 64 && SYSFS_PATH=" + empty.path() + " HOME=" + empty.path() + " " + diag()));
   EXPECT_EQ(linesWith(r.out, "WARNING: the locked-memory limit is 64 KiB").size(), 1u) << r.out;
 
   // Unlimited is fine (only where this process may raise its hard limit).
@@ -168,6 +205,71 @@ TEST(RailnetDiag, LoweredMemlockIsAProblemWithTheLimitsConfFix) {
   if (r.status != 77) {
     EXPECT_TRUE(linesWith(r.out, "locked-memory limit").empty()) << r.out;
   }
+}
+
+// A process holding CAP_IPC_LOCK pins beyond RLIMIT_MEMLOCK: diag tries it (mlock 1 MiB past
+// the limit) and reports no problem, in text and JSON.
+TEST(RailnetDiag, MemlockLimitDoesNotBindAHolderOfCapIpcLock) {
+  if (!holdsIpcLock()) RAILNET_SKIP("this process does not hold CAP_IPC_LOCK");
+  FakeSysfs fs;
+  fs.roce("mlx5_0");
+  ToolRun r = sh("ulimit -l 64 && " + fs.env() + "NCCL_SOCKET_IFNAME=lo " + diag());
+  EXPECT_TRUE(linesWith(r.out, "locked-memory limit is").empty()) << r.out;
+  EXPECT_TRUE(has(r.out, "  soft 64 KiB, hard ")) << r.out;
+  EXPECT_TRUE(has(r.out, "this process holds CAP_IPC_LOCK and pinned 1 MiB beyond the limit")) << r.out;
+  std::string err;
+  r = shSplit("ulimit -l 64 && " + fs.env() + "NCCL_SOCKET_IFNAME=lo " + diag() + " --json", &err);
+  EXPECT_EQ(pythonOnJson(r.out, "m = d['memlock']\nprint(m['ok'], m['CAP_IPC_LOCK'], m['pinned_beyond_limit'])"),
+            "True True True\n")
+      << r.out;
+}
+
+// Every variable is judged by the module's own parser, range and check (railnetParamJudge):
+// a value the plugin refuses or cuts is a PROBLEM saying what the plugin does; the JSON
+// carries the verdict.
+TEST(RailnetDiag, SettingsThePluginRefusesOrCutsAreProblems) {
+  TempDir d;
+  std::string env = "SYSFS_PATH=" + d.path() + " HOME=" + d.path() + " NCCL_SOCKET_IFNAME=lo ";
+  ToolRun r = sh(env + "RAILNET_TRANSPORT=rdma " + diag());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto l = linesWith(r.out, "PROBLEM: invalid RAILNET_TRANSPORT=rdma: the plugin's init fails");
+  ASSERT_EQ(l.size(), 1u) << r.out;
+  EXPECT_TRUE(has(l[0], "use auto, ib or socket")) << l[0];
+  r = sh(env + "RAILNET_TRANSPORT=Socket " + diag());
+  EXPECT_TRUE(linesWith(r.out, "RAILNET_TRANSPORT=Socket:").empty() && linesWith(r.out, "PROBLEM").empty()) << r.out;
+
+  r = sh(env + "NCCL_SOCKET_NTHREADS=99 " + diag());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(linesWith(r.out, "PROBLEM: NCCL_SOCKET_NTHREADS=99 is above the maximum 16: the Socket transport uses 16 "
+                             "helper threads per comm").size(),
+            1u)
+      << r.out;
+  r = sh(env + "NCCL_SOCKET_NTHREADS=8 NCCL_NSOCKS_PERTHREAD=16 " + diag());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(linesWith(r.out, "PROBLEM: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = 8 x 16 is above 64 sockets: the "
+                             "Socket transport uses 8 sockets per thread").size(),
+            1u)
+      << r.out;
+  r = sh(env + "NCCL_SOCKET_NTHREADS=16 NCCL_NSOCKS_PERTHREAD=4 " + diag());
+  EXPECT_EQ(r.status, 0) << r.out;
+
+  std::string err;
+  r = shSplit(env + "RAILNET_TRANSPORT=rdma NCCL_SOCKET_NTHREADS=4 " + diag() + " --json", &err);
+  EXPECT_EQ(pythonOnJson(r.out, "v = {p['name']: p['verdict'] for p in d['params']['params']}\n"
+                                "print(v['RAILNET_TRANSPORT'], v['NCCL_SOCKET_NTHREADS'])"),
+            "refused taken\n")
+      << r.out;
+}
+
+// HOME at the passwd entry's home is where ~/.nccl.conf is looked for anyway: not a setting.
+TEST(RailnetDiag, HomeAtThePasswdHomeIsNotASetting) {
+  TempDir d;
+  ToolRun r = sh("HOME=$(getent passwd $(id -u) | cut -d: -f6) SYSFS_PATH=" + d.path() + " NCCL_SOCKET_IFNAME=lo " +
+                 diag());
+  EXPECT_TRUE(has(r.out, "== Settings")) << r.out;
+  EXPECT_TRUE(linesWith(r.out, "  HOME=").empty()) << r.out;
+  r = sh("HOME=" + d.path() + " SYSFS_PATH=" + d.path() + " NCCL_SOCKET_IFNAME=lo " + diag());
+  EXPECT_EQ(linesWith(r.out, "  HOME=" + d.path() + " (environment").size(), 1u) << r.out;
 }
 
 TEST(RailnetDiag, ParamsShowValueAndSource) {
@@ -218,7 +320,10 @@ TEST(RailnetDiag, ParamsShowValueAndSource) {
   // A malformed value is a problem with its fix.
   r = sh("HOME=" + d.path() + " NCCL_SOCKET_NTHREADS=lots " + diag() + " --params");
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(linesWith(r.out, "PROBLEM: NCCL_SOCKET_NTHREADS='lots' (environment) is invalid").size(), 1u) << r.out;
+  EXPECT_EQ(linesWith(r.out, "PROBLEM: NCCL_SOCKET_NTHREADS='lots' (environment) is not an integer in [-2, 1024]: "
+                             "the default -2 is used instead").size(),
+            1u)
+      << r.out;
 }
 
 TEST(RailnetDiag, InterfacesFollowNcclSocketIfname) {

@@ -35,7 +35,7 @@ static void gidRows(const gidEntry* g, int n, int chosen) {
 /* RoCE ports: a forced NCCL_IB_GID_INDEX, no routable GID, or only a RoCE v1 one. */
 static void judgeGid(const portInfo* p, const gidEntry* g, int n, int chosen, const char* why, const char* forced,
                      railnetParamSource src) {
-  if (forced && atoi(forced) >= 0) {
+  if (forced) {
     int fi = atoi(forced);
     if (fi >= n || !g[fi].configured)
       PROBLEM("unset NCCL_IB_GID_INDEX and let railnet choose",
@@ -64,8 +64,17 @@ void sectionGids(void) {
     text("  no RDMA ports\n");
     return;
   }
-  railnetParamSource src;
-  const char* forced = railnetParamRaw("NCCL_IB_GID_INDEX", &src);
+  /* The index the transport takes: a malformed NCCL_IB_GID_INDEX reads as its default (-1,
+   * automatic), as the transport reads it; the Settings section says so, once. */
+  const railnetParam* gidParam = railnetParamFind("NCCL_IB_GID_INDEX");
+  railnetParamSource src = RAILNET_SRC_DEFAULT;
+  const char* forced = NULL;
+  char forcedText[24];
+  if (gidParam && railnetParamInt(gidParam) >= 0) {
+    src = railnetParamSourceOf(gidParam);
+    sfmt(forcedText, sizeof(forcedText), "%lld", (long long)railnetParamInt(gidParam));
+    forced = forcedText;
+  }
   jOpen("ports", '[');
   static gidEntry g[RAILNET_IB_EXPLAIN_MAX_GIDS];
   for (int i = 0; i < nPorts; i++) {

@@ -123,9 +123,81 @@ static int userListApplies(const char* user) {
   return user && strlen(user) > 1 && !railnetIfListNamesNothing(user);
 }
 
+/* Is the address one other hosts cannot reach: loopback (127/8, ::1) or link-local
+ * (169.254/16, fe80::/10)? "loopback" / "link-local", else NULL. */
+static const char* localOnlyKind(const struct sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    uint32_t a = ntohl(((const struct sockaddr_in*)sa)->sin_addr.s_addr);
+    if ((a >> 24) == 127) return "loopback";
+    if ((a >> 16) == 0xa9fe) return "link-local";
+  } else if (sa->sa_family == AF_INET6) {
+    const struct in6_addr* a = &((const struct sockaddr_in6*)sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a)) return "loopback";
+    if (IN6_IS_ADDR_LINKLOCAL(a)) return "link-local";
+  }
+  return NULL;
+}
+
+/* A user list that selects an interface other hosts cannot reach (lo, a link-local-only
+ * one): NCCL's bootstrap may advertise it, and a multi-node job cannot connect. A '^' list
+ * replaces the automatic chain, so it no longer leaves lo out (the guide's ^docker example). */
+static void judgeLocalOnly(const char* names, const union ncclSocketAddress* addrs, int n, const char* user) {
+  char bad[256] = "", good[128] = "";
+  size_t len = 0;
+  const char* kind = NULL;
+  for (int i = 0; i < n; i++) {
+    const char* name = names + i * MAX_IF_NAME_SIZE;
+    char a[INET6_ADDRSTRLEN];
+    const char* k = localOnlyKind(&addrs[i].sa);
+    if (k == NULL) {
+      if (good[0] == '\0') sfmt(good, sizeof(good), "%s", name);
+      continue;
+    }
+    if (kind == NULL) kind = k;
+    if (len < sizeof(bad))
+      len += (size_t)sfmt(bad + len, sizeof(bad) - len, "%s%s (%s, %s) as device [%d]", len ? ", " : "", name,
+                          ipString(&addrs[i].sa, a, sizeof(a)), k, i);
+  }
+  if (kind == NULL) return;
+  char fix[512];
+  if (user[0] == '^')
+    sfmt(fix, sizeof(fix), "exclude it too: NCCL_SOCKET_IFNAME=%s,lo%s, or name the NIC: NCCL_SOCKET_IFNAME==%s "
+         "(a single-host run may ignore this)", user, strcmp(kind, "loopback") ? ",<the link-local interface>" : "",
+         good[0] ? good : "<nic>");
+  else
+    sfmt(fix, sizeof(fix), "name the NIC that reaches the other nodes: NCCL_SOCKET_IFNAME==%s (a single-host run "
+         "may ignore this)", good[0] ? good : "<nic>");
+  /* a list that names it (=lo) asks for it: fine on one host, a warning; a '^' list picks it unasked */
+  finding(user[0] == '^', fix, "NCCL_SOCKET_IFNAME=%s selects %s, which other hosts cannot reach: %sNCCL's "
+          "bootstrap and the Socket transport may use that address and the ranks on other nodes cannot connect (the "
+          "job hangs)", user, bad,
+          user[0] == '^' ? "a '^' list replaces NCCL's automatic chain, so lo is no longer left out (the "
+                           "troubleshooting guide's NCCL_SOCKET_IFNAME=^docker example leads here: add ',lo'); "
+                         : "");
+}
+
+/* NCCL's own parser of NCCL_SOCKET_IFNAME (which NCCL's bootstrap uses, whatever the plugin
+ * does) keeps spaces: ' eth0' names no interface there, though railnet trims it. */
+static void judgeSpaces(const char* user, railnetParamSource src) {
+  const char* sp = NULL;
+  for (const char* c = user; *c && sp == NULL; c++)
+    if (*c == ' ' || *c == '\t') sp = c;
+  if (sp == NULL) return;
+  char trimmed[256];
+  size_t j = 0;
+  for (const char* c = user; *c && j + 1 < sizeof(trimmed); c++)
+    if (*c != ' ' && *c != '\t') trimmed[j++] = *c;
+  trimmed[j] = '\0';
+  char fix[320];
+  sfmt(fix, sizeof(fix), "remove the spaces: NCCL_SOCKET_IFNAME=%s", trimmed);
+  PROBLEM(fix, "NCCL_SOCKET_IFNAME=\"%s\" (%s) has a space: railnet trims it, but NCCL's own bootstrap reads the "
+          "list as it is and finds no interface named that way (NCCL WARN Bootstrap : no socket interface found)",
+          user, railnetParamSourceName(src));
+}
+
 /* What the choice means: the chain or the override, and the problems with the result. */
-static void judgeChoice(ncclResult_t res, int n, railnetIfStep step, const char* user, railnetParamSource src,
-                        const char* chosenText) {
+static void judgeChoice(ncclResult_t res, const char* names, const union ncclSocketAddress* addrs, int n,
+                        railnetIfStep step, const char* user, railnetParamSource src, const char* chosenText) {
   if (userListApplies(user))
     text("  NCCL_SOCKET_IFNAME=%s (%s) bypasses the automatic chain\n", user, railnetParamSourceName(src));
   else
@@ -152,6 +224,7 @@ static void judgeChoice(ncclResult_t res, int n, railnetIfStep step, const char*
     return;
   }
   text("  selected: %s -- by step: %s\n", chosenText, railnetIfStepName(step));
+  if (step == RAILNET_IF_USER) judgeLocalOnly(names, addrs, n, user);
   if (step == RAILNET_IF_LO)
     PROBLEM("give a NIC an address, or set NCCL_SOCKET_IFNAME=<nic> (single-host runs may ignore this)",
             "only lo is usable: ranks on other hosts cannot connect");
@@ -184,5 +257,6 @@ void sectionInterfaces(void) {
   jStr("step", railnetIfStepName(step));
   jStr("NCCL_SOCKET_IFNAME", user);
   if (user) jStr("NCCL_SOCKET_IFNAME_source", railnetParamSourceName(src));
-  judgeChoice(res, n, step, user, src, chosenText);
+  if (user) judgeSpaces(user, src);
+  judgeChoice(res, names, addrs, n, step, user, src, chosenText);
 }

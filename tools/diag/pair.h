@@ -8,6 +8,7 @@
  *                   hands a HELLO to the server's session
  *   pair_server.c   --serve: the session with one client, its probes of the client
  *   pair_client.c   --pair: the conversation, this side's TCP probes, the plan and its bound
+ *   pair_ports.c    the ephemeral ports: listening on them, probing the peer's, the verdict
  *   pair_rdma.c     the RDMA paths: which to try, both ends of each, GID choice
  *   pair_bw.c       --bw: a short transfer through railnet's transports per working path
  *   pair_report.c   the TCP table, its problems, the verdict, the --bw table
@@ -49,6 +50,11 @@ typedef int (*pairHelloFn)(int fd, const railnetPairHello* hello, const char* pe
 struct pairListener {
   int fd;
   uint16_t port;
+  /* listeners on ephemeral ports, served alike (the ports NCCL's sockets get: the kernel's
+   * pick for port 0, the low and high ends of ip_local_port_range); fd -1 / port 0: none */
+  int ephFd[RAILNET_PAIR_EPHEMERAL];
+  uint16_t ephPort[RAILNET_PAIR_EPHEMERAL];
+  uint16_t portLow, portHigh; /* net.ipv4.ip_local_port_range; 0 0 unknown */
   uint64_t token;      /* what it greets every connection with (railnetPairGreet) */
   volatile int stop;
   uint64_t deadlineNs; /* 0: none */
@@ -61,7 +67,8 @@ struct pairListener {
   pthread_cond_t idle;          /* conns went to 0 */
   int conns;                    /* connections being served */
 };
-/* Listens on port (tryOthers: any free port when it is taken); 0 or the errno. */
+/* Listens on port (tryOthers: any free port when it is taken), and on the ephemeral ports
+ * (those that cannot be had are left out); 0 or the errno of port's listener. */
 int pairListen(pairListener* l, uint16_t port, int tryOthers);
 /* Serves connections until stop or the deadline (in this thread, or in a new one). */
 void pairServeLoop(pairListener* l);
@@ -96,6 +103,9 @@ typedef struct {
   int nLocal, nRemote;
   railnetPairTcpResult out[RAILNET_PAIR_MAX_RESULTS], in[RAILNET_PAIR_MAX_RESULTS];
   int nOut, nIn, inReceived;
+  railnetPairTcpResult eph[RAILNET_PAIR_EPHEMERAL]; /* here -> the peer's ephemeral ports */
+  uint16_t ephPort[RAILNET_PAIR_EPHEMERAL];
+  int nEph;
   railnetPairRdmaEntry lr[RAILNET_PAIR_MAX_RDMA], rr[RAILNET_PAIR_MAX_RDMA];
   int nLr, nRr;
   char rdmaWhy[128];
@@ -113,6 +123,15 @@ void pairStateInit(pairState* st, const pairListener* l);
 /* Every TCP probe from st->local to st->remote (same family) into st->out; progress on a tty. */
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
 int pairTcpPathCount(const pairState* st);
+/* pair_ports.c (--pair; --cluster keeps its own checks): from the first address pair that
+ * worked on the peer's service port (NCCL's device 0 first), a probe of each of the peer's
+ * ephemeral ports into st->eph; and their part of the TCP section: a PROBLEM when the
+ * service port works and an ephemeral one does not (a firewall that passes the one and not
+ * the range NCCL's sockets use). */
+void pairProbeEphemeral(pairState* st, int timeoutMs);
+int pairEphemeralReport(const pairState* st); /* 0: an ephemeral port failed */
+/* The ephemeral listeners of l (pair_listen.c calls it). */
+void pairListenEphemeral(pairListener* l);
 /* pair_progress.c: progress on stderr when it is a terminal (text mode); NULL clears the line. */
 void pairProgress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int pairProgressOff; /* --cluster: the checks run quietly */

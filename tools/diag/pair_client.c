@@ -111,7 +111,7 @@ static int peerProbes(pairState* st, int fd, int nIn, char* why) {
 static void printPlan(pairState* st, int nIn) {
   int nOut = pairTcpPathCount(st), nRdma = pairRdmaPlan(st);
   int nBw = st->bw ? pairBwTargets(st) : 0;
-  uint64_t ms = (uint64_t)(nOut + nIn) * PAIR_PROBE_MS + PAIR_REPLY_MS +          /* TCP both ways */
+  uint64_t ms = (uint64_t)(nOut + nIn + RAILNET_PAIR_EPHEMERAL) * PAIR_PROBE_MS + PAIR_REPLY_MS + /* TCP */
                 (uint64_t)nRdma * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS +                 /* RDMA */
                 (uint64_t)nBw * (2 * PAIR_BW_MS + 2000) + PAIR_BYE_MS;              /* --bw, goodbye */
   uint64_t end = railnetClockNs() + ms * 1000000ull;
@@ -153,6 +153,7 @@ static int runChecks(pairState* st, int fd, char* why, size_t whySize) {
     for (int j = 0; j < st->nLocal; j++) nIn += st->remote[i].family == st->local[j].family;
   printPlan(st, nIn);
   pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
+  if (!st->quiet) pairProbeEphemeral(st, PAIR_PROBE_MS); /* --pair; --cluster keeps its own checks */
   if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
   pairRdmaRunClient(st, fd, phaseEnd(st, (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS));
   if (st->bw) pairBwRunClient(st, fd);

@@ -29,8 +29,10 @@ int pairListen(pairListener* l, uint16_t port, int tryOthers) {
   pthread_mutex_init(&l->lock, NULL);
   pthread_cond_init(&l->idle, NULL);
   l->token = railnetPairNewToken();
+  for (int k = 0; k < RAILNET_PAIR_EPHEMERAL; k++) l->ephFd[k] = -1;
   int e = railnetPairListen(port, &l->fd, &l->port);
   if (e == EADDRINUSE && tryOthers) e = railnetPairListen(0, &l->fd, &l->port);
+  if (e == 0) pairListenEphemeral(l);
   return e;
 }
 
@@ -135,15 +137,22 @@ void pairServeLoop(pairListener* l) {
   while (!l->stop) {
     uint64_t now = railnetClockNs();
     if (l->deadlineNs && now >= l->deadlineNs) break;
-    struct pollfd p = {l->fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    int fd = accept4(l->fd, (struct sockaddr*)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;
-    char peer[INET6_ADDRSTRLEN + 16];
-    peerText(&ss, peer, sizeof(peer));
-    dispatch(l, fd, peer);
+    struct pollfd p[1 + RAILNET_PAIR_EPHEMERAL];
+    int n = 0;
+    p[n++] = (struct pollfd){l->fd, POLLIN, 0};
+    for (int k = 0; k < RAILNET_PAIR_EPHEMERAL; k++)
+      if (l->ephFd[k] >= 0) p[n++] = (struct pollfd){l->ephFd[k], POLLIN, 0};
+    if (poll(p, (nfds_t)n, 100) <= 0) continue;
+    for (int i = 0; i < n; i++) {
+      if (!(p[i].revents & POLLIN)) continue;
+      struct sockaddr_storage ss;
+      socklen_t len = sizeof(ss);
+      int fd = accept4(p[i].fd, (struct sockaddr*)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) continue;
+      char peer[INET6_ADDRSTRLEN + 16];
+      peerText(&ss, peer, sizeof(peer));
+      dispatch(l, fd, peer);
+    }
   }
 }
 
@@ -168,4 +177,8 @@ void pairListenStop(pairListener* l) {
   pthread_mutex_unlock(&l->lock);
   if (l->fd >= 0) close(l->fd);
   l->fd = -1;
+  for (int k = 0; k < RAILNET_PAIR_EPHEMERAL; k++) {
+    if (l->ephFd[k] >= 0) close(l->ephFd[k]);
+    l->ephFd[k] = -1;
+  }
 }

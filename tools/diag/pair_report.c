@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include "diag.h"
 #include "pair.h"
+#include "socket.h"
 
 /* ---------------------------------------------------------------- TCP */
 
@@ -128,16 +129,53 @@ int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** 
   return 0;
 }
 
-/* NCCL pairs device k here with the peer's device k: does TCP work for each k? */
+/* ncclFindInterfaces' choice here, read again: the probes leave out interfaces other hosts
+ * cannot reach (loopback, link-local only), so st->local does not hold them. */
+typedef struct {
+  char names[MAX_IFS * MAX_IF_NAME_SIZE];
+  int n;
+} localChoice;
+static void readLocalChoice(localChoice* c) {
+  union ncclSocketAddress addrs[MAX_IFS];
+  memset(c, 0, sizeof(*c));
+  if (railnetFindInterfaces(c->names, addrs, MAX_IF_NAME_SIZE, MAX_IFS, &c->n, NULL) != ncclSuccess) c->n = 0;
+}
+
+/* The highest device index either side's choice gives a probed interface, plus one. */
+static int chosenCount(const pairState* st) {
+  int n = 0;
+  for (int i = 0; i < st->nLocal; i++) n = st->local[i].selected > n ? st->local[i].selected : n;
+  for (int j = 0; j < st->nRemote; j++) n = st->remote[j].selected > n ? st->remote[j].selected : n;
+  return n;
+}
+
+static const char* chosenFix =
+    "set NCCL_SOCKET_IFNAME on both nodes to the interfaces that work (see the verdict; e.g. add ',lo' to a '^' "
+    "list); railnet-diag without options on each node says why the choice is what it is";
+
+/* NCCL pairs device k here with the peer's device k: does TCP work for each k? A device that
+ * is no probed interface on either side (lo, link-local) cannot reach the peer: a problem,
+ * and so is a choice in which no device works. */
 static int judgeChosen(const pairState* st, char* here, size_t hs, char* peer, size_t ps) {
   size_t hl = 0, pl = 0;
-  int allOk = 1, any = 0;
+  int allOk = 1, any = 0, max = chosenCount(st);
+  localChoice lc;
+  readLocalChoice(&lc);
   for (int k = 0; k < RAILNET_PAIR_MAX_IFACES; k++) {
     const railnetPairIface *L, *R;
     chosenPair(st, k, &L, &R);
-    if (!L && !R) break;
-    if (L && hl < hs) hl += (size_t)sfmt(here + hl, hs - hl, "%s%s [%d]", hl ? ", " : "", L->name, k);
+    if (!L && !R && k >= max) break;
+    const char* lname = L ? L->name : k < lc.n ? lc.names + k * MAX_IF_NAME_SIZE : NULL;
+    if (lname && hl < hs) hl += (size_t)sfmt(here + hl, hs - hl, "%s%s [%d]", hl ? ", " : "", lname, k);
     if (R && pl < ps) pl += (size_t)sfmt(peer + pl, ps - pl, "%s%s [%d]", pl ? ", " : "", R->name, k);
+    if (!L && !R) {
+      allOk = 0;
+      text("  device %d: %s here, not an interface that reaches the peer: FAILS\n", k, lname ? lname : "?");
+      PROBLEM(chosenFix, "ncclFindInterfaces picks %s as device %d here, an interface other hosts cannot "
+              "reach (loopback or link-local), and the peer has no probed interface as device %d either: NCCL's "
+              "bootstrap and device %d cannot connect", lname ? lname : "an unprobed interface", k, k, k);
+      continue;
+    }
     if (!L || !R) continue;
     any = 1;
     const railnetPairTcpResult* fail = NULL;
@@ -152,6 +190,10 @@ static int judgeChosen(const pairState* st, char* here, size_t hs, char* peer, s
               L->name, R->name, k, fail ? " (" : "", fail ? strerror(fail->err) : "", fail ? ")" : "");
     }
   }
+  if (!any && allOk)
+    PROBLEM(chosenFix, "no chosen path works: ncclFindInterfaces picks %s here and %s on the peer, and no "
+            "device k is an interface on both nodes that reaches the other one",
+            hl ? here : "no interface that reaches the peer", pl ? peer : "no interface that reaches this node");
   return any ? allOk : 0;
 }
 
@@ -167,6 +209,7 @@ static int tcpSection(const pairState* st) {
   char here[512] = "", peer[512] = "";
   text("  (* = both ends are the same device index in ncclFindInterfaces' choice; NCCL pairs device k with device k)\n");
   int ok = judgeChosen(st, here, sizeof(here), peer, sizeof(peer));
+  ok &= pairEphemeralReport(st);
   text("  ncclFindInterfaces picks here: %s; on the peer: %s\n", here[0] ? here : "none", peer[0] ? peer : "none");
   jStr("chosen_here", here);
   jStr("chosen_peer", peer);

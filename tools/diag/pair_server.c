@@ -29,7 +29,8 @@ struct pairServer {
  * own TCP probes of this host follow RDMA_PORTS; its RDMA writes and reads and --bw
  * transfers follow TCP_RUN and the RDMA/BW messages; anything else is answered at once. */
 static uint64_t nextMessageMs(const pairState* st, int last) {
-  if (last == RAILNET_PAIR_RDMA_PORTS) return PAIR_REPLY_MS + (uint64_t)pairTcpPathCount(st) * PAIR_PROBE_MS;
+  if (last == RAILNET_PAIR_RDMA_PORTS) /* its probes of the service port, then of the ephemeral ones */
+    return PAIR_REPLY_MS + (uint64_t)(pairTcpPathCount(st) + RAILNET_PAIR_EPHEMERAL) * PAIR_PROBE_MS;
   if (last == RAILNET_PAIR_TCP_RUN || last == RAILNET_PAIR_RDMA_QP || last == RAILNET_PAIR_RDMA_RUN ||
       last == RAILNET_PAIR_BW_START)
     return PAIR_REPLY_MS + 3 * PAIR_RDMA_MS + 2 * PAIR_BW_MS + 2000;

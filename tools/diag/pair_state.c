@@ -14,6 +14,9 @@ void pairStateInit(pairState* st, const pairListener* l) {
   st->self.probePort = l->port;
   st->self.listenToken = l->token;
   st->self.timeoutMs = PAIR_PROBE_MS;
+  st->self.portLow = l->portLow;
+  st->self.portHigh = l->portHigh;
+  for (int k = 0; k < RAILNET_PAIR_EPHEMERAL; k++) st->self.ephemeralPorts[k] = l->ephPort[k];
   if (railnetPairListIfaces(st->local, RAILNET_PAIR_MAX_IFACES, &st->nLocal) != ncclSuccess) st->nLocal = 0;
   pairRdmaList(st);
   if (st->nLr) st->self.flags |= RAILNET_PAIR_F_RDMA;

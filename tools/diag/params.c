@@ -1,10 +1,37 @@
 /* The params section: every param railnet registers, with its value, default, source
  * (environment, user conf file, system conf file, default) and doc. */
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "diag.h"
 #include "param.h"
+
+/* What the module reading p does with its value (its own parser, range and check,
+ * railnetParamJudge): a PROBLEM when the value set is not the value that runs (a malformed
+ * one is replaced by the default, one above a limit is cut) or when the module refuses it.
+ * Returns "taken", "adjusted" or "refused". */
+static const char* judgeParam(const railnetParam* p) {
+  char note[512], fix[320];
+  railnetParamVerdict v = railnetParamJudge(p, note, sizeof(note));
+  if (v == RAILNET_PARAM_TAKEN) return "taken";
+  if (railnetParamMalformed(p))
+    sfmt(fix, sizeof(fix), "set %s to an integer in [%" PRId64 ", %" PRId64 "] or unset it", p->name, p->min, p->max);
+  else if (v == RAILNET_PARAM_ADJUSTED)
+    sfmt(fix, sizeof(fix), "set %s within the limit (or unset it): the value set is not the one that runs", p->name);
+  else
+    sfmt(fix, sizeof(fix), "set %s to a value it takes (railnet-diag --params: its doc) or unset it", p->name);
+  PROBLEM(fix, "%s", note);
+  return v == RAILNET_PARAM_ADJUSTED ? "adjusted" : "refused";
+}
+
+/* HOME is listed only where it moves ~/.nccl.conf away from the passwd entry's home. */
+static int homeIsDefault(const railnetParam* p, const char* val) {
+  if (strcmp(p->name, "HOME")) return 0;
+  struct passwd* pw = getpwuid(getuid());
+  return pw && pw->pw_dir && !strcmp(pw->pw_dir, val);
+}
 
 /* Every registered param, or (all == 0) only those not at their default. */
 void sectionParams(int all) {
@@ -26,15 +53,9 @@ void sectionParams(int all) {
         sfmt(def, sizeof(def), "%s", p->defStr ? p->defStr : "(unset)");
       }
       src = railnetParamSourceOf(p);
-      if (railnetParamMalformed(p)) {
-        const char* raw = railnetParamRaw(p->name, &src);
-        char fix[256];
-        sfmt(fix, sizeof(fix), "set %s to an integer in [%" PRId64 ", %" PRId64 "] or unset it", p->name, p->min,
-                 p->max);
-        PROBLEM(fix, "%s='%s' (%s) is invalid: the default %s is used instead", p->name, raw ? raw : "",
-                railnetParamSourceName(src), def);
-      }
-      if (!all && src == RAILNET_SRC_DEFAULT && !railnetParamMalformed(p)) continue;
+      const char* verdict = judgeParam(p);
+      if (railnetParamMalformed(p)) railnetParamRaw(p->name, &src);
+      if (!all && (src == RAILNET_SRC_DEFAULT || homeIsDefault(p, val)) && !railnetParamMalformed(p)) continue;
       shown++;
       jOpen(NULL, '{');
       jStr("name", p->name);
@@ -43,6 +64,7 @@ void sectionParams(int all) {
       jStr("default", strcmp(def, "(unset)") ? def : NULL);
       jStr("source", railnetParamSourceName(src));
       jStr("doc", p->doc);
+      jStr("verdict", verdict);
       jClose('}');
       char from[96];
       if (src == RAILNET_SRC_DEFAULT) sfmt(from, sizeof(from), "(default)");

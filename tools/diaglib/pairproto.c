@@ -86,7 +86,11 @@ static void codeHello(pairCursor* c, railnetPairHello* r) {
   cU16(c, &r->flags);
   cU32(c, &r->timeoutMs);
   cU64(c, &r->listenToken);
+  cU16(c, &r->portLow);
+  cU16(c, &r->portHigh);
+  for (int k = 0; k < RAILNET_PAIR_EPHEMERAL; k++) cU16(c, &r->ephemeralPorts[k]);
   cRange(c, r->timeoutMs, 1, 600000, "a probe timeout outside 1 ms .. 600 s");
+  cRange(c, r->portLow, 0, r->portHigh, "a local port range whose low end is above its high end");
 }
 static void codeGreet(pairCursor* c, railnetPairGreet* r) { cU64(c, &r->token); }
 static void codeJoin(pairCursor* c, railnetClusterJoinMsg* r) {

@@ -13,11 +13,13 @@
  * connecting side sends anything.
  * Conversation (the client, --pair, drives; the server, --serve, answers):
  *   C->S HELLO, S->C HELLO          hosts, versions, the port each side answers probes on and
- *                                   the token its listener greets with
+ *                                   the token its listener greets with; its local port range
+ *                                   and the ephemeral ports it answers probes on too
  *   C->S IFACES, S->C IFACES        every interface address (name, family, MTU, chosen?)
  *   C->S TCP_PROBE on a new connection from each local address to each server address, once
  *        the server's listener greeted with the server's token; the server echoes `bytes`
- *        bytes back (the client's side of the TCP check)
+ *        bytes back (the client's side of the TCP check); then the same on each of the
+ *        server's ephemeral ports from one address that worked
  *   C->S TCP_RUN, S->C TCP_RESULTS  the server probes the client's addresses the same way
  *   C->S RDMA_PORTS, S->C RDMA_PORTS  every active port x GID of interest
  *   C->S RDMA_QP, S->C RDMA_QP      per path: QP numbers, GIDs, buffers; the server answers
@@ -45,7 +47,7 @@ extern "C" {
 #endif
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
-#define RAILNET_PAIR_VERSION 2
+#define RAILNET_PAIR_VERSION 3
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -53,6 +55,7 @@ extern "C" {
 #define RAILNET_PAIR_MAX_RDMA 64
 #define RAILNET_CLUSTER_WIRE_MAX_RANKS 1024
 #define RAILNET_PAIR_PROBE_MAX_BYTES (1u << 20)
+#define RAILNET_PAIR_EPHEMERAL 3 /* probe listeners on ephemeral ports per side */
 
 enum railnetPairType {
   RAILNET_PAIR_HELLO = 1,
@@ -85,6 +88,11 @@ typedef struct {
   uint16_t flags;      /* RAILNET_PAIR_F_* */
   uint32_t timeoutMs;  /* the per-probe bound this side uses */
   uint64_t listenToken; /* what this side's listener greets every connection with (GREET) */
+  /* The ports NCCL's sockets get here: net.ipv4.ip_local_port_range (0 0: unknown), and
+   * listeners of this side (same token) on ports of it, as NCCL gets them: the kernel's pick
+   * for port 0, and the low and high ends of the range (0: none) */
+  uint16_t portLow, portHigh;
+  uint16_t ephemeralPorts[RAILNET_PAIR_EPHEMERAL];
 } railnetPairHello;
 #define RAILNET_PAIR_F_RDMA 1u /* libibverbs loaded and lists devices */
 

@@ -5,10 +5,18 @@
 #include "cli.h"
 #include "json.h"
 #include "perf.h"
+#include "socket.h"
 
 #define TOOL "railnet-perf"
 
-perfOptions opt = {NULL, 0, 0, 0, NULL, 18515, NULL, 65536, 65536, 1000, 20, 16, 1, 1, 0, 0, 60, 0, 0, 1, 1, -1, 0};
+perfOptions opt = {NULL, 0, 0, 0, NULL, 18515, NULL, 65536, 65536, 1000, 20, 16, 1, 1, 0, 0, 0, 0, 0, 1, 1, -1, 0};
+
+/* The plugin's connect gives up after its retry budget with a WARN that names the interface
+ * and the fix: wait longer than that, so that the WARN, not a bare timeout, reaches the user. */
+static int defaultTimeout(void) {
+  double budget = railnetSocketConnectBudgetSec() + 15;
+  return budget < 60 ? 60 : budget > 86400 ? 86400 : (int)budget + 1;
+}
 
 static void usage(FILE* f) {
   fprintf(f,
@@ -43,9 +51,13 @@ static void usage(FILE* f) {
           "  --bw | --lat        run only the bandwidth or only the latency test (default both)\n"
           "  --json | --csv      machine-readable results\n"
           "  --timeout S         give up when connecting, or one size of the sweep, takes longer than\n"
-          "                      S seconds (default 60); on a terminal, sizes that run longer than 2 s\n"
-          "                      show a progress line on stderr\n"
-          "  -v, --verbose       the plugin's INFO lines on stderr\n"
+          "                      S seconds (default: the plugin's connect retry budget, from\n"
+          "                      NCCL_SOCKET_RETRY_CNT and NCCL_SOCKET_RETRY_SLEEP_MSEC, plus 15 s, at\n"
+          "                      least 60: 110 s at NCCL's defaults, so the plugin's own WARN comes\n"
+          "                      first); on a terminal, sizes that run longer than 2 s show a progress\n"
+          "                      line on stderr (here and now: %d s)\n"
+          "  -v, --verbose       the plugin's INFO lines on stderr (as NCCL_DEBUG=INFO; NCCL_DEBUG=WARN\n"
+          "                      or unset: its WARNs only, NCCL_DEBUG=NONE: nothing)\n"
           "  -h, --help          this text\n"
           "  --version           the version (railnet-perf VERSION)\n"
           "\n"
@@ -60,7 +72,7 @@ static void usage(FILE* f) {
           "The receiver checks every size: the sizes test() reports for each buffer, their sum, and the\n"
           "contents of each buffer; --json/--csv rows carry its counts (recv_*). Exit status: 0 all right,\n"
           "1 a failure or a wrong count, 2 a usage error or a setting this host or plugin cannot run.\n",
-          NCCL_NET_MAX_REQUESTS, MAX_RECVS, MAX_COMMS);
+          NCCL_NET_MAX_REQUESTS, MAX_RECVS, MAX_COMMS, defaultTimeout());
 }
 
 static size_t parseSize(const char* s) {
@@ -168,7 +180,10 @@ static int parseArgs(int argc, char** argv, int* all, const char** peer, size_t*
       case OPT_LAT: opt.bw = 0; break;
       case OPT_JSON: opt.json = 1; break;
       case OPT_CSV: opt.csv = 1; break;
-      case OPT_TIMEOUT: opt.timeoutSec = atoi(v); break;
+      case OPT_TIMEOUT:
+        opt.timeoutSec = atoi(v);
+        if (opt.timeoutSec <= 0) return cliUsageError(TOOL, "--timeout takes a positive number of seconds, not '%s'", v);
+        break;
       case 'v': opt.verbose = 1; break;
       case 'h': usage(stdout); return 0;
       case OPT_VERSION: return cliVersion(TOOL);
@@ -216,6 +231,7 @@ int perfParseOptions(int argc, char** argv, size_t* sizes, int* nSizes) {
   int rc = parseArgs(argc, argv, &all, &peer, &sweepMin, &sweepMax);
   if (rc >= 0) return rc;
   jsonMode = opt.json;
+  if (opt.timeoutSec == 0) opt.timeoutSec = defaultTimeout();
   if (opt.iters <= 0 || opt.warmup < 0 || opt.window <= 0 || opt.timeoutSec <= 0)
     cliUsageExit(TOOL, "iterations, window and timeout must be positive");
   if (!opt.bw && !opt.lat) cliUsageExit(TOOL, "--bw and --lat exclude each other; give neither to run both");

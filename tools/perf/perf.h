@@ -92,10 +92,14 @@ typedef struct {
   const char* name;
 } perfNet;
 extern perfNet net;
-#define NETCALL(call)                                                                        \
-  do {                                                                                       \
-    ncclResult_t r_ = (call);                                                                \
-    if (r_ != ncclSuccess) die("%s: %s failed with result %d", net.name, #call, (int)r_);   \
+/* Ends the run when a plugin call fails: "RailSocket: connect failed: the peer cannot be
+ * reached or failed (ncclRemoteError)", in words; call is the call's text, of which only the
+ * name of the function is shown (netConnect: connect). */
+void netCallFailed(const char* call, ncclResult_t r) __attribute__((noreturn));
+#define NETCALL(call)                            \
+  do {                                           \
+    ncclResult_t r_ = (call);                    \
+    if (r_ != ncclSuccess) netCallFailed(#call, r_); \
   } while (0)
 /* What railnet-perf needs of a device's properties, from any version's struct. */
 typedef struct {

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "perf.h"
+#include "param.h"
 #include "plugin_load.h"
 
 perfNet net;
@@ -28,8 +30,40 @@ void loadPlugin(void) {
 #define V10 ((const ncclNet_v10_t*)net.api)
 #define V12 ((const ncclNet_v12_t*)net.api) /* v11 has the same calls */
 
+void netCallFailed(const char* call, ncclResult_t r) {
+  static const char* const what[] = {
+      "success", "a CUDA call failed", "a system call failed (the plugin's WARN above says which)",
+      "an internal error of the plugin", "an invalid argument", "invalid usage",
+      "the peer cannot be reached or failed", "still in progress"};
+  static const char* const names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+                                      "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+  char fn[64];
+  size_t n = 0;
+  const char* c = strncmp(call, "net", 3) == 0 ? call + 3 : call;
+  while (c[n] && c[n] != '(' && n + 1 < sizeof(fn)) fn[n] = c[n], n++;
+  fn[n] = '\0';
+  if (fn[0] >= 'A' && fn[0] <= 'Z') fn[0] = (char)(fn[0] - 'A' + 'a');
+  int k = (int)r;
+  if (k < 0 || k >= (int)(sizeof(what) / sizeof(what[0])))
+    die("%s: %s failed with result %d", net.name, fn, k);
+  die("%s: %s failed: %s (%s)%s", net.name, fn, what[k], names[k],
+      pluginLog.level >= NCCL_LOG_WARN ? "; the plugin's WARN above says why" : "");
+}
+
+/* NCCL_DEBUG as NCCL reads it: INFO (or TRACE) the INFO lines too, WARN the WARNs, NONE or
+ * VERSION nothing of the plugin's; unset, railnet-perf shows the WARNs. -v is INFO. */
+static ncclDebugLogLevel logLevel(void) {
+  const char* d = railnetParamStrByName("NCCL_DEBUG");
+  if (opt.verbose) return NCCL_LOG_TRACE;
+  if (d == NULL || d[0] == '\0') return NCCL_LOG_WARN;
+  if (strcasecmp(d, "INFO") == 0) return NCCL_LOG_INFO;
+  if (strcasecmp(d, "TRACE") == 0) return NCCL_LOG_TRACE;
+  if (strcasecmp(d, "NONE") == 0 || strcasecmp(d, "VERSION") == 0) return NCCL_LOG_NONE;
+  return NCCL_LOG_WARN;
+}
+
 ncclResult_t netInit(void) {
-  pluginLog.level = opt.verbose ? NCCL_LOG_TRACE : NCCL_LOG_WARN; /* the INFO lines with --verbose */
+  pluginLog.level = logLevel();
   ncclResult_t r = pluginNetInit(net.api, net.version, &net.ctx, 0, NULL, pluginLogger);
   net.name = pluginNetName(net.api); /* railnet publishes its transport's name at init */
   return r;

@@ -298,7 +298,8 @@ ncclResult_t railnetIbDiscoverLocked(void) {
   int nIfs = 0;
   NCCLCHECK(railnetFindInterfaces(ncclIbIfName, &ncclIbIfAddr, MAX_IF_NAME_SIZE, 1, &nIfs, NULL));
   if (nIfs != 1) {
-    WARN("NET/IB : No IP interface found.");
+    if (railnetIfacesSaidNoMatch()) INFO(NCCL_NET | NCCL_INIT, "NET/IB : No IP interface found.");
+    else WARN("NET/IB : No IP interface found.");
     return ncclInternalError;
   }
 
