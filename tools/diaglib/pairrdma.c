@@ -214,10 +214,11 @@ int railnetPairRdmaConnect(struct railnetPairRdmaSide* s, const railnetPairRdmaQ
   p.global = s->e.linkLayer == IBV_LINK_LAYER_ETHERNET || !gidEmpty(peer->gid);
   memcpy(p.remoteGid.raw, peer->gid, 16);
   p.gidIndex = (uint8_t)s->e.gidIndex;
-  /* a probe answers within seconds: 4.096 us x 2^14 = 67 ms per try, 4 tries, no waiting
-   * for a receiver that is not ready, one ibv_modify_qp each (its errno is the result) */
-  p.timeout = 14;
-  p.retryCnt = 3;
+  /* a probe answers within seconds: 4.096 us x 2^16 = 268 ms per try, 5 tries (1.3 s, inside
+   * PAIR_RDMA_MS; 67 ms x 4 failed healthy 1 MiB reads on a busy emulated soft-RoCE), no
+   * waiting for a receiver that is not ready, one ibv_modify_qp each (its errno is the result) */
+  p.timeout = 16;
+  p.retryCnt = 4;
   p.rnrRetry = 3;
   p.retryModify = 0;
   enum ibv_qp_state failed = IBV_QPS_RTR;
