@@ -230,6 +230,8 @@ TEST(ClusterVerdict, SlowLinksBesideSlowRanks) {
   for (int p = 0; p < 6; p++)
     if (p != 4) setRate(l, p, 4, 6);
   setRate(l, 2, 5, 6);
+  setRate(l, 0, 1, 6);  // into the slow sender: its acknowledgements travel its slow side, no slow link
+  setRate(l, 4, 3, 6);  // out of the slow receiver: the same
   Judged j(6, alive, l);
   EXPECT_EQ(j.senders(), Ranks{1});
   EXPECT_EQ(j.receivers(), Ranks{4});

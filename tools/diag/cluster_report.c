@@ -32,7 +32,7 @@ static void rankRows(const clusterRun* run) {
 }
 
 /* Links of ranks that went away have no result (-1), whatever the check said. */
-static railnetClusterLink* judgedLinks(const clusterRun* run) {
+railnetClusterLink* clusterJudgedLinks(const clusterRun* run) {
   railnetClusterLink* l = (railnetClusterLink*)calloc((size_t)run->nLinks + 1, sizeof(*l));
   for (int i = 0; l && i < run->nLinks; i++) {
     const railnetClusterLinkMsg* m = &run->links[i];
@@ -57,10 +57,12 @@ static void linkRows(const clusterRun* run, const railnetClusterLink* l) {
   for (int i = 0; i < run->nLinks; i++) {
     const railnetClusterLinkMsg* m = &run->links[i];
     const char* res = l[i].ok == 1 ? "ok" : l[i].ok == 0 ? "FAIL" : "no result";
-    char path[200] = "", ab[32], ba[32];
+    char path[200] = "", ab[32], ba[32], best[32] = "";
     if (m->net[0]) sfmt(path, sizeof(path), "%s %s <-> %s", m->net, m->devA, m->devB);
-    text("  %-5u %-5u %-9s %10s %10s %9u %9u  %s\n", m->a, m->b, res, rate(l[i].mbps, ab, sizeof(ab)),
-         rate(l[i].mbpsBack, ba, sizeof(ba)), m->usec, m->usecBack, m->ok ? path : m->cause);
+    int times = run->times ? run->times[i] : 1;
+    if (times > 1) sfmt(best, sizeof(best), " (best of %d)", times);
+    text("  %-5u %-5u %-9s %10s %10s %9u %9u  %s%s\n", m->a, m->b, res, rate(l[i].mbps, ab, sizeof(ab)),
+         rate(l[i].mbpsBack, ba, sizeof(ba)), m->usec, m->usecBack, m->ok ? path : m->cause, m->ok ? best : "");
     jOpen(NULL, '{');
     jInt("a", m->a);
     jInt("b", m->b);
@@ -73,6 +75,7 @@ static void linkRows(const clusterRun* run, const railnetClusterLink* l) {
     jFixed("b_to_a_MBps", l[i].mbpsBack, 1);
     jInt("a_to_b_usec", m->usec);
     jInt("b_to_a_usec", m->usecBack);
+    jInt("measurements", times);
     jFixed("MBps", l[i].mbps, 1); /* a -> b, as before both directions were measured */
     jInt("usec", m->usec);
     if (!m->ok) jStr("cause", m->cause), jStr("fix", m->fix);
@@ -265,7 +268,7 @@ int clusterReport(const clusterRun* run) {
   jInt("rounds", run->rounds);
   jFixed("bound_s", run->boundS, 0);
   rankRows(run);
-  railnetClusterLink* l = judgedLinks(run);
+  railnetClusterLink* l = clusterJudgedLinks(run);
   if (l == NULL) return 1;
   linkRows(run, l);
   matrix(run, l);

@@ -31,6 +31,8 @@
 #define PAIR_BW_MS 10000        /* per --bw measurement (one direction of a path) */
 #define PAIR_BW_BYTES (1u << 20)
 #define PAIR_BW_COUNT 16
+#define PAIR_BW_SIZED_MS 200    /* a first --bw figure faster than this is measured again, sized to take this long */
+#define PAIR_BW_AGAIN_MS 4000   /* the bound of that second measurement, all of it */
 #define PAIR_MAX_BW 32
 #define PAIR_MAX_CONNS 16       /* connections a listener serves at a time */
 
@@ -85,6 +87,7 @@ typedef struct {
   char net[8];
   char here[80], peer[80];
   double mbps[2];
+  uint32_t usec[2]; /* the transfer's time */
   int err[2];     /* 0: measured */
   char why[2][128];
 } pairBw;

@@ -113,7 +113,8 @@ static void printPlan(pairState* st, int nIn) {
   int nBw = st->bw ? pairBwTargets(st) : 0;
   uint64_t ms = (uint64_t)(nOut + nIn) * PAIR_PROBE_MS + PAIR_REPLY_MS +          /* TCP both ways */
                 (uint64_t)nRdma * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS +                 /* RDMA */
-                (uint64_t)nBw * 2 * (2 * PAIR_BW_MS + 2000) + PAIR_BYE_MS;          /* --bw both ways, goodbye */
+                (uint64_t)nBw * 2 * (2 * PAIR_BW_MS + 2000 + PAIR_BW_AGAIN_MS) +  /* --bw both ways */
+                PAIR_BYE_MS;
   uint64_t end = railnetClockNs() + ms * 1000000ull;
   if (st->quiet) { /* --cluster: within the bound rank 0 gave, nothing printed */
     st->endNs = st->endNs && st->endNs < end ? st->endNs : end;

@@ -240,7 +240,7 @@ void pairReport(pairState* st) {
 /* ---------------------------------------------------------------- --bw */
 
 void pairBwReport(const pairState* st) {
-  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 16 x 1 MiB, 4 in flight, both ways)");
+  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 1 MiB messages, 4 in flight, both ways)");
   jOpen("paths", '[');
   for (int i = 0; i < st->nBw; i++) {
     const pairBw* b = &st->bwRes[i];

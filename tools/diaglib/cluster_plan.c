@@ -114,9 +114,11 @@ static void countLinks(int n, const railnetClusterLink* links, int nLinks, int* 
   }
 }
 
-/* The failing links whose both ends work with others; the slow directions no slow rank
- * explains whose sender sends fast to another rank and whose receiver receives fast from
- * another (fine with the others: with two ranks there is nobody to compare with). fast: 2n. */
+/* The failing links whose both ends work with others; the slow directions between two ranks
+ * that are fine with the others: neither a slow sender nor a slow receiver (a slow rank's
+ * other direction is suspect too: its acknowledgements and credits travel it), the sender
+ * sending fast to another rank and the receiver receiving fast from another (with two ranks
+ * there is nobody to compare with). fast: 2n. */
 static void judgeLinks(int n, const railnetClusterLink* links, int nLinks, const int* ok, const clusterDir* d, int k,
                        const rankDirs* c, int* fast, railnetClusterVerdict* v) {
   memset(fast, 0, sizeof(int) * 2 * (size_t)n);
@@ -132,7 +134,8 @@ static void judgeLinks(int n, const railnetClusterLink* links, int nLinks, const
     }
   }
   for (int i = 0; v->slowLinks && i < k; i++) {
-    if (d[i].mbps >= v->threshold || c[d[i].from].slow[0] || c[d[i].to].slow[1]) continue;
+    const rankDirs *f = &c[d[i].from], *t = &c[d[i].to];
+    if (d[i].mbps >= v->threshold || f->slow[0] || f->slow[1] || t->slow[0] || t->slow[1]) continue;
     if (fast[2 * d[i].from] == 0 || fast[2 * d[i].to + 1] == 0) continue;
     v->slowLinks[v->nSlowLinks][0] = d[i].from;
     v->slowLinks[v->nSlowLinks][1] = d[i].to;

@@ -38,8 +38,8 @@ typedef struct {
 #define RAILNET_CLUSTER_SLOW_RULE                                                                             \
   "a direction is slow below the threshold; a rank is a slow sender (receiver) when most of its measured "   \
   "outgoing (incoming) directions, and at least 2, are slow, not counting those a slow receiver (sender) at " \
-  "the other end explains, the largest share judged first; a slow link is a slow direction no slow rank "    \
-  "explains, from a rank that sends fast to another to a rank that receives fast from another"
+  "the other end explains, the largest share judged first; a slow link is a slow direction between two "     \
+  "ranks that are not slow, from one that sends fast to another to one that receives fast from another"
 
 typedef struct {
   double median;     /* of every measured direction's MB/s (0: none measured) */

@@ -107,7 +107,7 @@ static void codeRound(pairCursor* c, railnetClusterRoundMsg* r) {
   cRaw(c, r->addr, sizeof(r->addr));
   cU16(c, &r->port);
   cU32(c, &r->boundMs);
-  cRange(c, r->rounds, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "more rounds than ranks");
+  cRange(c, r->rounds, 0, 2 * RAILNET_CLUSTER_WIRE_MAX_RANKS, "more rounds than twice the ranks");
   cRange(c, r->round, 0, r->rounds ? r->rounds - 1 : 0, "a round not below the rounds");
   cRange(c, (uint32_t)r->partner + 1u, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a partner rank out of range");
   cRange(c, r->client, 0, 1, "a role other than client or server");
