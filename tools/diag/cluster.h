@@ -22,7 +22,7 @@
 
 #define CLUSTER_CHECK_MS 90000 /* one pair check, --bw both ways included */
 #define CLUSTER_SLOW_FRACTION 0.5
-#define CLUSTER_AGAIN_ROUNDS 2 /* rounds that measure again the pairs of links that read slow */
+#define CLUSTER_AGAIN_ROUNDS 3 /* rounds that measure again the pairs of links that read slow */
 
 typedef struct {
   int rank, size;

@@ -186,47 +186,51 @@ static void runRound(clusterRun* run, const pairServer* sv, const int* alive, in
   free(pairs);
 }
 
-/* The links that read slow (the verdict's slow links: one direction, no slow rank to explain
- * it), each pair measured once more in at most CLUSTER_AGAIN_ROUNDS rounds of disjoint pairs,
- * the better figure of each direction kept: a host's hiccup during one transfer is no bad
- * cable. Pairs left over keep their one figure. */
-static void measureAgain(clusterRun* run, const pairServer* sv, const int* alive, int nAlive) {
+/* The pairs (a < b) of the links that read slow now (the verdict's slow links: a slow
+ * direction between two ranks that are not slow), into todo; returns how many. */
+static int slowPairs(const clusterRun* run, int (*todo)[2]) {
   railnetClusterLink* l = clusterJudgedLinks(run);
   int* up = (int*)calloc((size_t)run->o->size, sizeof(int));
-  int (*todo)[2] = calloc((size_t)run->nLinks + 1, sizeof(*todo));
-  int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
-  char* busy = (char*)calloc((size_t)run->o->size, 1);
-  railnetClusterVerdict v;
-  memset(&v, 0, sizeof(v));
   int n = 0;
-  if (l && up && todo && pairs && busy) {
-    for (int i = 0; i < nAlive; i++) up[alive[i]] = run->ranks[alive[i]].alive;
+  if (l && up) {
+    railnetClusterVerdict v;
+    for (int r = 0; r < run->o->size; r++) up[r] = run->ranks[r].alive;
     railnetClusterJudge(run->o->size, up, l, run->nLinks, CLUSTER_SLOW_FRACTION, &v);
     for (int i = 0; i < v.nSlowLinks; i++) {
       int a = v.slowLinks[i][0] < v.slowLinks[i][1] ? v.slowLinks[i][0] : v.slowLinks[i][1];
       int b = v.slowLinks[i][0] ^ v.slowLinks[i][1] ^ a, seen = 0;
-      for (int j = 0; j < n; j++) seen |= todo[j][0] == a && todo[j][1] == b;
+      for (int j = 0; j < n && !seen; j++) seen = todo[j][0] == a && todo[j][1] == b;
       if (!seen) todo[n][0] = a, todo[n][1] = b, n++;
     }
+    railnetClusterVerdictFree(&v);
   }
+  free(l);
+  free(up);
+  return n;
+}
+
+/* The pairs of the links that read slow checked again, in at most CLUSTER_AGAIN_ROUNDS
+ * rounds of disjoint pairs, the best figure of each direction kept (a host's hiccup during
+ * one transfer is no bad cable); each round judges afresh (better figures move the median,
+ * and with it the threshold) and checks the pairs that still read slow. */
+static void measureAgain(clusterRun* run, const pairServer* sv, const int* alive, int nAlive) {
+  int (*todo)[2] = calloc((size_t)run->nLinks + 1, sizeof(*todo));
+  int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
+  char* busy = (char*)calloc((size_t)run->o->size, 1);
   run->again = 1;
-  for (int c = 0; c < run->againRounds && n > 0; c++) {
-    int np = 0;
+  for (int c = 0; todo && pairs && busy && c < run->againRounds; c++) {
+    int n = slowPairs(run, todo), np = 0;
     memset(busy, 0, (size_t)run->o->size);
     for (int j = 0; j < n; j++) {
       int a = todo[j][0], b = todo[j][1];
-      if (todo[j][0] < 0 || busy[a] || busy[b] || !run->ranks[a].alive || !run->ranks[b].alive) continue;
+      if (busy[a] || busy[b] || !run->ranks[a].alive || !run->ranks[b].alive) continue;
       busy[a] = busy[b] = 1;
       pairs[np][0] = a, pairs[np][1] = b, np++;
-      todo[j][0] = -1;
     }
     if (np == 0) break;
     runPairs(run, sv, alive, nAlive, run->rounds + c, pairs, np);
   }
   run->again = 0;
-  railnetClusterVerdictFree(&v);
-  free(l);
-  free(up);
   free(todo);
   free(pairs);
   free(busy);
