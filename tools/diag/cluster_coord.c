@@ -170,7 +170,7 @@ static void runPairs(clusterRun* run, const pairServer* sv, const int* alive, in
     }
   collectLinks(run, waiting, partner, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
   if (run->again)
-    fprintf(stderr, "railnet-diag --cluster: again %d/%d: %d pair%s in %.1f s (links that read slow, measured once more)\n",
+    fprintf(stderr, "railnet-diag --cluster: again %d/%d: %d pair%s in %.1f s (links that read slow, measured again)\n",
             round - run->rounds + 1, run->againRounds, np, np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
   else
     fprintf(stderr, "railnet-diag --cluster: round %d/%d: %d pair%s in %.1f s\n", round + 1, run->rounds, np,
