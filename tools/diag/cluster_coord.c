@@ -187,8 +187,9 @@ static void runRound(clusterRun* run, const pairServer* sv, const int* alive, in
 }
 
 /* The pairs (a < b) of the links that read slow now (the verdict's slow links: a slow
- * direction between two ranks that are not slow), into todo; returns how many. */
-static int slowPairs(const clusterRun* run, int (*todo)[2]) {
+ * direction between two ranks that are not slow), into todo with how often each was
+ * measured; returns how many. */
+static int slowPairs(const clusterRun* run, int (*todo)[3]) {
   railnetClusterLink* l = clusterJudgedLinks(run);
   int* up = (int*)calloc((size_t)run->o->size, sizeof(int));
   int n = 0;
@@ -200,7 +201,12 @@ static int slowPairs(const clusterRun* run, int (*todo)[2]) {
       int a = v.slowLinks[i][0] < v.slowLinks[i][1] ? v.slowLinks[i][0] : v.slowLinks[i][1];
       int b = v.slowLinks[i][0] ^ v.slowLinks[i][1] ^ a, seen = 0;
       for (int j = 0; j < n && !seen; j++) seen = todo[j][0] == a && todo[j][1] == b;
-      if (!seen) todo[n][0] = a, todo[n][1] = b, n++;
+      if (seen) continue;
+      todo[n][0] = a, todo[n][1] = b, todo[n][2] = 1;
+      for (int j = 0; j < run->nLinks; j++)
+        if ((int)(run->links[j].a ^ run->links[j].b) == (a ^ b) && ((int)run->links[j].a == a || (int)run->links[j].b == a))
+          todo[n][2] = run->times[j];
+      n++;
     }
     railnetClusterVerdictFree(&v);
   }
@@ -214,19 +220,22 @@ static int slowPairs(const clusterRun* run, int (*todo)[2]) {
  * one transfer is no bad cable); each round judges afresh (better figures move the median,
  * and with it the threshold) and checks the pairs that still read slow. */
 static void measureAgain(clusterRun* run, const pairServer* sv, const int* alive, int nAlive) {
-  int (*todo)[2] = calloc((size_t)run->nLinks + 1, sizeof(*todo));
+  int (*todo)[3] = calloc((size_t)run->nLinks + 1, sizeof(*todo));
   int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
   char* busy = (char*)calloc((size_t)run->o->size, 1);
   run->again = 1;
   for (int c = 0; todo && pairs && busy && c < run->againRounds; c++) {
     int n = slowPairs(run, todo), np = 0;
     memset(busy, 0, (size_t)run->o->size);
-    for (int j = 0; j < n; j++) {
-      int a = todo[j][0], b = todo[j][1];
-      if (busy[a] || busy[b] || !run->ranks[a].alive || !run->ranks[b].alive) continue;
-      busy[a] = busy[b] = 1;
-      pairs[np][0] = a, pairs[np][1] = b, np++;
-    }
+    /* the pairs measured least often first: a slow link that stays slow does not keep a
+     * pair that shares a rank with it from its turn */
+    for (int times = 1; times <= 1 + c; times++)
+      for (int j = 0; j < n; j++) {
+        int a = todo[j][0], b = todo[j][1];
+        if (todo[j][2] != times || busy[a] || busy[b] || !run->ranks[a].alive || !run->ranks[b].alive) continue;
+        busy[a] = busy[b] = 1;
+        pairs[np][0] = a, pairs[np][1] = b, np++;
+      }
     if (np == 0) break;
     runPairs(run, sv, alive, nAlive, run->rounds + c, pairs, np);
   }
