@@ -1,8 +1,13 @@
 // railnet-diag --cluster among six network namespaces on one bridge (198.18.40.0/24), each a
 // node started the way torchrun starts ranks (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
-//  - all healthy: every rank exits 0, rank 0's verdict is empty, 15 links all working;
+//  - all healthy: every rank exits 0, rank 0's verdict is empty, 15 links all working, each
+//    measured both ways;
 //  - an nftables rule on node 2 against node 4: exactly that pair in broken_links;
-//  - node 3's link shaped to 50 Mbit/s both ways (tc): that rank and only it in slow_ranks;
+//  - node 3's transmit side shaped to 50 Mbit/s (tc on its own eth0) and, on node 1, the
+//    traffic to node 5 alone (an htb class for that destination): 3 and only 3 in
+//    slow_senders and slow_ranks, 1 -> 5 and only that in slow_links;
+//  - node 4's receive side shaped (tc on the bridge's port towards it): 4 and only 4 in
+//    slow_receivers and slow_ranks;
 //  - node 5 never started: it is in dead_ranks, found within the join bound;
 //  - --rank/--size/--rendezvous instead of the launcher's variables, and the usage errors;
 //  - Open MPI's mpirun starting the six ranks, each entering its namespace (Debian's
@@ -12,6 +17,7 @@
 #include <sys/wait.h>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <set>
 #include "netns.h"
 #include "plugin_loader.h"
@@ -28,6 +34,12 @@ double nowS() {
 }
 
 std::string addrOf(int i) { return "198.18.40." + std::to_string(i + 1); }
+
+size_t occurrences(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = 0; (p = s.find(what, p)) != std::string::npos; p += what.size()) n++;
+  return n;
+}
 
 class ClusterNetns : public ::testing::Test {
  protected:
@@ -103,10 +115,16 @@ TEST_F(ClusterNetns, HealthyThenABrokenLink) {
   for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 0) << "rank " << i << "\n" << out << err << readFile(d.path() + "/err" + std::to_string(i));
   EXPECT_TRUE(has(out, "\"mode\":\"cluster\"")) << out;
   EXPECT_TRUE(has(out, "\"launcher\":\"torchrun\"")) << out;
-  EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out;
+  EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[],\"isolated_ranks\":[],"
+                      "\"slow_senders\":[],\"slow_receivers\":[],\"slow_links\":[]"))
+      << out;
   size_t oks = 0;
   for (size_t p = 0; (p = out.find("\"result\":\"ok\"", p)) != std::string::npos; p++) oks++;
   EXPECT_EQ(oks, (size_t)(kRanks * (kRanks - 1) / 2)) << out;
+  // both directions of every link measured, on the path named
+  EXPECT_EQ(occurrences(out, "\"path\":\"socket eth0 <-> eth0\""), (size_t)(kRanks * (kRanks - 1) / 2)) << out;
+  EXPECT_FALSE(has(out, "_MBps\":0.0")) << out;
+  EXPECT_FALSE(has(out, "_usec\":0,")) << out;
   EXPECT_TRUE(has(err, "5 rounds of at most 3 pairs")) << err;
   EXPECT_TRUE(has(err, "round 5/5: 3 pairs")) << err;
 
@@ -121,18 +139,55 @@ TEST_F(ClusterNetns, HealthyThenABrokenLink) {
   EXPECT_TRUE(has(out, "cannot connect to " + addrOf(4) + " port ")) << out;
 }
 
-TEST_F(ClusterNetns, SlowNodeAndDeadNode) {
-  // node 3 at 50 Mbit/s both ways (its egress, and the bridge port's egress towards it)
-  std::string tbf = " root tbf rate 50mbit burst 64kb latency 200ms";
-  ASSERT_TRUE(nodes[3]->sh("tc qdisc add dev eth0" + tbf) && sw->sh("tc qdisc add dev p3" + tbf));
+// The verdict's array under key in rank 0's JSON ("[3]", "[[1,5]]"), "" when absent.
+std::string verdictList(const std::string& out, const std::string& key) {
+  size_t at = out.find("\"" + key + "\":[", out.find("\"verdict\":{"));
+  if (at == std::string::npos) return "";
+  at += key.size() + 3;
+  int depth = 0;
+  for (size_t e = at; e < out.size(); e++) {
+    depth += out[e] == '[' ? 1 : out[e] == ']' ? -1 : 0;
+    if (depth == 0) return out.substr(at, e + 1 - at);
+  }
+  return "";
+}
+
+TEST_F(ClusterNetns, SlowSenderSlowLinkSlowReceiverAndDeadNode) {
+  // node 3's transmit side at 50 Mbit/s (its own egress: a bad lane, a stuck TX queue); on
+  // node 1, its traffic to node 5 alone at 50 Mbit/s (one direction of one pair: a bad path)
+  std::string rate = " htb rate 50mbit ceil 50mbit burst 64kb";
+  ASSERT_TRUE(nodes[3]->sh("tc qdisc add dev eth0 root tbf rate 50mbit burst 64kb latency 200ms"));
+  ASSERT_TRUE(nodes[1]->sh("tc qdisc add dev eth0 root handle 1: htb && tc class add dev eth0 parent 1: classid 1:1" +
+                           rate + " && tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst " +
+                           addrOf(5) + "/32 flowid 1:1 2>/dev/null"));
   std::string out, err;
   double took;
   auto launch = [this](int r) { return torchrun(r); };
   std::vector<int> rc = run(launch, "--json --timeout 30", {}, &out, &err, &took);
   for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out;
-  EXPECT_TRUE(has(out, "\"slow_ranks\":[3],\"broken_links\":[],\"dead_ranks\":[]")) << out;
-  EXPECT_TRUE(has(out, "rank 3 (")) << out;
-  ASSERT_TRUE(nodes[3]->sh("tc qdisc del dev eth0 root") && sw->sh("tc qdisc del dev p3 root"));
+  EXPECT_EQ(verdictList(out, "slow_senders"), "[3]") << out;
+  EXPECT_EQ(verdictList(out, "slow_receivers"), "[]") << out;
+  EXPECT_EQ(verdictList(out, "slow_ranks"), "[3]") << out;
+  EXPECT_EQ(verdictList(out, "slow_links"), "[[1,5]]") << out;
+  EXPECT_EQ(verdictList(out, "broken_links"), "[]") << out;
+  EXPECT_TRUE(has(out, "sends slowly: 5 of the 5 directions out of it below")) << out;
+  EXPECT_TRUE(has(out, "interface eth0: ethtool -S eth0 (transmit errors")) << out;
+  EXPECT_TRUE(has(out, "the link from rank 1 (")) << out;
+  EXPECT_TRUE(has(out, "is slow that way")) << out;
+  EXPECT_TRUE(has(out, "\"slow_rule\":\"a direction is slow below the threshold")) << out;
+  ASSERT_TRUE(nodes[3]->sh("tc qdisc del dev eth0 root") && nodes[1]->sh("tc qdisc del dev eth0 root"));
+
+  // node 4's receive side at 50 Mbit/s: shaped where the switch sends to it (the bridge
+  // port's egress), its own eth0 untouched
+  ASSERT_TRUE(sw->sh("tc qdisc add dev p4 root tbf rate 50mbit burst 64kb latency 200ms"));
+  rc = run(launch, "--json --timeout 30", {}, &out, &err, &took);
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out;
+  EXPECT_EQ(verdictList(out, "slow_receivers"), "[4]") << out;
+  EXPECT_EQ(verdictList(out, "slow_senders"), "[]") << out;
+  EXPECT_EQ(verdictList(out, "slow_ranks"), "[4]") << out;
+  EXPECT_EQ(verdictList(out, "slow_links"), "[]") << out;
+  EXPECT_TRUE(has(out, "receives slowly: 5 of the 5 directions into it below")) << out;
+  ASSERT_TRUE(sw->sh("tc qdisc del dev p4 root"));
 
   // node 5 never starts: dead, found within the join bound; the five others are checked
   rc = run(launch, "--timeout 5", {5}, &out, &err, &took);
@@ -155,6 +210,21 @@ TEST_F(ClusterNetns, RankSizeRendezvousOptionsAndUsageErrors) {
   for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 0) << "rank " << i << "\n" << out << err;
   EXPECT_TRUE(has(out, "== Cluster check")) << out;
   EXPECT_TRUE(has(out, "0 problem(s)")) << out;
+  // the text matrix: a figure from every rank to every other, each direction its own
+  size_t at = out.find("MB/s from the row's rank to the column's");
+  ASSERT_NE(at, std::string::npos) << out;
+  std::istringstream rows(out.substr(out.find('\n', out.find("from\\to", at)) + 1));
+  for (int r = 0; r < kRanks; r++) {
+    std::string line;
+    ASSERT_TRUE((bool)std::getline(rows, line)) << out;
+    std::istringstream cells(line);
+    int rank = -1, figures = 0;
+    cells >> rank;
+    EXPECT_EQ(rank, r) << line;
+    for (double mbps; cells >> mbps;) figures += mbps > 0;
+    EXPECT_EQ(figures, kRanks - 1) << line;
+  }
+  EXPECT_TRUE(has(out, "slow: below ")) << out;
   NetNsResult u = nodes[1]->exec(env() + buildTool("railnet-diag") + " --cluster 2>&1");
   EXPECT_EQ(u.exitCode, 2) << u.describe();
   EXPECT_TRUE(has(u.out, "--cluster needs its rank and the number of ranks")) << u.out;
@@ -184,6 +254,7 @@ TEST_F(ClusterNetns, OpenMpiLaunchesTheRanks) {
   EXPECT_TRUE(has(out, "\"launcher\":\"Open MPI\"")) << out;
   EXPECT_TRUE(has(out, "\"size\":6")) << out;
   EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out << err;
+  EXPECT_TRUE(has(out, "\"slow_senders\":[],\"slow_receivers\":[],\"slow_links\":[]")) << out << err;
   EXPECT_TRUE(has(err, "round 5/5: 3 pairs")) << err;
 }
 

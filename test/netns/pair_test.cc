@@ -6,7 +6,8 @@
 //  - a peer that does not speak the protocol is refused with one log line and the server
 //    goes on; a --serve nobody talks to exits at its --timeout; a --pair without a server
 //    ends at once with the fix;
-//  - --bw measures each working path between chosen interfaces through railnet's Socket transport;
+//  - --bw measures each working path between chosen interfaces through railnet's Socket transport,
+//    both ways;
 //  - --help names the options, and contradicting ones are usage errors (exit 2);
 //  - hostile clients: one naming an address that is not its own (a plain TCP service) gets
 //    that service probed with nothing sent to it and within this side's bound, not the one
@@ -120,6 +121,9 @@ TEST_F(PairNetns, BlockedRailFailsAndTheVerdictNamesTheWorkingInterface) {
   // and the working paths across the rails (the namespaces route between the two subnets)
   EXPECT_TRUE(has(lineWith(c.out, "socket  eth0", "-> eth1"), " MB/s")) << c.out;
   EXPECT_TRUE(has(lineWith(c.out, "socket  eth1", "-> eth0"), " MB/s")) << c.out;
+  // each path both ways: the peer -> here direction of each, measured by the same transport
+  for (const char* here : {"socket  eth0", "socket  eth1"})
+    for (const char* back : {"<- eth0", "<- eth1"}) EXPECT_TRUE(has(lineWith(c.out, here, back), " MB/s")) << here << back << c.out;
 }
 
 // The troubleshooting guide's NCCL_SOCKET_IFNAME=^docker on both nodes: a '^' list replaces

@@ -94,6 +94,14 @@ TEST(PairProto, EveryTypeRoundTrips) {
   ASSERT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclSuccess);
   EXPECT_EQ(memcmp(m.u.bwStart, &b, sizeof(b)), 0);
   railnetPairFree(&m);
+  b.reverse = 1;  // the other direction: the client's handle travels with it
+  for (size_t i = 0; i < sizeof(b.handle); i++) b.handle[i] = (uint8_t)(i * 7 + 1);
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclSuccess);
+  EXPECT_EQ(memcmp(m.u.bwStart, &b, sizeof(b)), 0);
+  railnetPairFree(&m);
+  b.reverse = 2;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclInvalidArgument);
+  b.reverse = 0;
   b.count = RAILNET_PAIR_BW_MAX_COUNT + 1;
   EXPECT_EQ(decode(encode(RAILNET_PAIR_BW_START, &b, 1), &m), ncclInvalidArgument);
   railnetPairBwResult br;
@@ -124,8 +132,10 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_EQ(decode(encode(RAILNET_CLUSTER_ROUND, &rd, 1), &m), ncclInvalidArgument);
   railnetClusterLinkMsg lk;
   memset(&lk, 0, sizeof(lk));
-  lk.a = 3, lk.b = 4, lk.ok = 1, lk.kbps = 1200000, lk.usec = 210;
-  snprintf(lk.path, sizeof(lk.path), "socket eth0 -> eth0");
+  lk.a = 3, lk.b = 4, lk.ok = 1, lk.kbps = 1200000, lk.kbpsBack = 2400, lk.usec = 210, lk.usecBack = 230;
+  snprintf(lk.net, sizeof(lk.net), "ib");
+  snprintf(lk.devA, sizeof(lk.devA), "mlx5_0:1");
+  snprintf(lk.devB, sizeof(lk.devB), "mlx5_1:1");
   ASSERT_EQ(decode(encode(RAILNET_CLUSTER_LINK, &lk, 1), &m), ncclSuccess);
   EXPECT_EQ(memcmp(m.u.link, &lk, sizeof(lk)), 0);
   railnetPairFree(&m);
@@ -153,6 +163,10 @@ TEST(PairProto, HeaderChecks) {
   v[5] = 1;  // version 1 (before the listener's greeting)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
   EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 3)"), std::string::npos) << why;
+  v = good;
+  v[5] = 2;  // version 2 (--bw one way, LINK with one direction)
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("protocol version 2 (this railnet-diag speaks 3)"), std::string::npos) << why;
   v = good;
   v[7] = 99;  // type
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);

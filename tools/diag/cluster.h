@@ -9,7 +9,8 @@
  *                     partner rank 0 names (or answer it), and report the link; the
  *                     rendezvous' HOST:PORT
  *   cluster_coord.c   rank 0: the joins, the plan (all pairs in N-1 rounds of disjoint pairs,
- *                     tools/diaglib/cluster_plan.h) and its bound, the rounds, the links
+ *                     tools/diaglib/cluster_plan.h, then the pairs of links that read slow
+ *                     once more) and its bound, the rounds, the links
  *   cluster_report.c  the links, the matrix and the verdict (text and --json)
  * Every rank runs a pair server (pair_server.c) all along, which its partners' checks talk to.
  */
@@ -19,8 +20,9 @@
 #include "cluster_plan.h"
 #include "pair.h"
 
-#define CLUSTER_CHECK_MS 60000 /* one pair check, --bw included */
+#define CLUSTER_CHECK_MS 90000 /* one pair check, --bw both ways included */
 #define CLUSTER_SLOW_FRACTION 0.5
+#define CLUSTER_AGAIN_ROUNDS 3 /* rounds that measure again the pairs of links that read slow */
 
 typedef struct {
   int rank, size;
@@ -42,8 +44,10 @@ typedef struct {
   const clusterOptions* o;
   clusterRank* ranks;     /* o->size of them */
   railnetClusterLinkMsg* links; /* every pair's outcome, as reported */
+  int* times;             /* per link: how often it was measured (the best figure each way kept) */
   int nLinks;
-  int rounds;
+  int rounds, againRounds; /* the plan's, and at most that many to measure slow links again */
+  int again;              /* the round running measures again */
   double boundS;
 } clusterRun;
 
@@ -60,6 +64,8 @@ int clusterCoordinate(const clusterOptions* o, const pairServer* sv);
 
 /* cluster_report.c: the report; returns the exit status (0 nothing wrong, 1 something is). */
 int clusterReport(const clusterRun* run);
+/* The links as the verdict judges them (those of ranks that went away: no result); free()d by the caller. */
+railnetClusterLink* clusterJudgedLinks(const clusterRun* run);
 
 /* cluster_rank.c: "HOST:PORT" (or "[v6]:PORT") split; 0 or EINVAL. */
 int clusterSplitHostPort(const char* spec, char* host, size_t hostSize, int* port);

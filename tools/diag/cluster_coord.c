@@ -1,7 +1,8 @@
 /* railnet-diag --cluster, rank 0 (cluster.h): it listens at the rendezvous, takes the ranks'
  * JOINs until all came or --timeout passed, prints the plan and its bound, then runs the
  * rounds: every rank gets a ROUND (its partner and role, or none), the client of each pair
- * reports the LINK; a rank whose connection ends is dead from then on and not waited for. */
+ * reports the LINK; a rank whose connection ends is dead from then on and not waited for. The
+ * pairs of the links that read slow are checked once more (a few rounds at most). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -71,7 +72,7 @@ static void sendRound(clusterRun* run, int r, int round, int partner, int client
   if (r == 0 || !k->alive) return;
   railnetClusterRoundMsg m;
   memset(&m, 0, sizeof(m));
-  m.round = (uint32_t)round, m.rounds = (uint32_t)run->rounds, m.partner = partner, m.client = (uint8_t)client;
+  m.round = (uint32_t)round, m.rounds = (uint32_t)(run->rounds + run->againRounds), m.partner = partner, m.client = (uint8_t)client;
   m.boundMs = CLUSTER_CHECK_MS;
   m.family = 4;
   if (partner >= 0) {
@@ -85,7 +86,23 @@ static void sendRound(clusterRun* run, int r, int round, int partner, int client
   }
 }
 
-static void addLink(clusterRun* run, const railnetClusterLinkMsg* l) { run->links[run->nLinks++] = *l; }
+/* A pair's outcome: a new link, or in a round that measures again, the better figure of each
+ * direction of the link measured before (a direction slow twice is slow; once was noise). */
+static void addLink(clusterRun* run, const railnetClusterLinkMsg* l) {
+  for (int i = 0; run->again && i < run->nLinks; i++) {
+    railnetClusterLinkMsg* o = &run->links[i];
+    int same = o->a == l->a && o->b == l->b;
+    if (!same && !(o->a == l->b && o->b == l->a)) continue;
+    if (o->ok != 1 || l->ok != 1) return; /* the first outcome stands */
+    uint32_t ab = same ? l->kbps : l->kbpsBack, ba = same ? l->kbpsBack : l->kbps;
+    if (ab > o->kbps) o->kbps = ab;
+    if (ba > o->kbpsBack) o->kbpsBack = ba;
+    run->times[i]++;
+    return;
+  }
+  run->times[run->nLinks] = 1;
+  run->links[run->nLinks++] = *l;
+}
 
 /* The LINKs of this round's clients (other than rank 0; waiting[i] checks partner[i]), until
  * each came or its rank went. */
@@ -122,13 +139,13 @@ static void collectLinks(clusterRun* run, const int* waiting, const int* partner
   free(pending);
 }
 
-/* One round among the ranks still alive. */
-static void runRound(clusterRun* run, const pairServer* sv, const int* alive, int nAlive, int round) {
-  int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
+/* One round among the ranks still alive: the np disjoint pairs (a < b) checked side by side. */
+static void runPairs(clusterRun* run, const pairServer* sv, const int* alive, int nAlive, int round,
+                     int (*pairs)[2], int np) {
   int* waiting = (int*)calloc(2 * ((size_t)nAlive + 1), sizeof(int));
   int* partner = waiting ? waiting + nAlive + 1 : NULL;
-  if (pairs == NULL || waiting == NULL) goto out;
-  int np = railnetClusterRound(alive, nAlive, round, pairs, nAlive / 2 + 1), nWait = 0;
+  if (waiting == NULL) return;
+  int nWait = 0, rounds = run->rounds + run->againRounds;
   uint64_t start = railnetClockNs();
   int busy[RAILNET_CLUSTER_MAX_RANKS] = {0};
   for (int i = 0; i < np; i++) { /* the lower rank checks the higher */
@@ -143,7 +160,7 @@ static void runRound(clusterRun* run, const pairServer* sv, const int* alive, in
     if (pairs[i][0] == 0) { /* rank 0's own check, while the others run theirs */
       railnetClusterRoundMsg m;
       memset(&m, 0, sizeof(m));
-      m.round = (uint32_t)round, m.rounds = (uint32_t)run->rounds, m.partner = pairs[i][1], m.client = 1;
+      m.round = (uint32_t)round, m.rounds = (uint32_t)rounds, m.partner = pairs[i][1], m.client = 1;
       m.family = run->ranks[pairs[i][1]].family, m.port = run->ranks[pairs[i][1]].join.listenPort;
       memcpy(m.addr, run->ranks[pairs[i][1]].addr, 16);
       m.boundMs = CLUSTER_CHECK_MS;
@@ -152,21 +169,91 @@ static void runRound(clusterRun* run, const pairServer* sv, const int* alive, in
       addLink(run, &l);
     }
   collectLinks(run, waiting, partner, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
-  fprintf(stderr, "railnet-diag --cluster: round %d/%d: %d pair%s in %.1f s\n", round + 1, run->rounds, np,
-          np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
-out:
-  free(pairs);
+  if (run->again)
+    fprintf(stderr, "railnet-diag --cluster: again %d/%d: %d pair%s in %.1f s (links that read slow, measured again)\n",
+            round - run->rounds + 1, run->againRounds, np, np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
+  else
+    fprintf(stderr, "railnet-diag --cluster: round %d/%d: %d pair%s in %.1f s\n", round + 1, run->rounds, np,
+            np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
   free(waiting);
+}
+
+static void runRound(clusterRun* run, const pairServer* sv, const int* alive, int nAlive, int round) {
+  int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
+  if (pairs == NULL) return;
+  int np = railnetClusterRound(alive, nAlive, round, pairs, nAlive / 2 + 1);
+  runPairs(run, sv, alive, nAlive, round, pairs, np);
+  free(pairs);
+}
+
+/* The pairs (a < b) of the links that read slow now (the verdict's slow links: a slow
+ * direction between two ranks that are not slow), into todo with how often each was
+ * measured; returns how many. */
+static int slowPairs(const clusterRun* run, int (*todo)[3]) {
+  railnetClusterLink* l = clusterJudgedLinks(run);
+  int* up = (int*)calloc((size_t)run->o->size, sizeof(int));
+  int n = 0;
+  if (l && up) {
+    railnetClusterVerdict v;
+    for (int r = 0; r < run->o->size; r++) up[r] = run->ranks[r].alive;
+    railnetClusterJudge(run->o->size, up, l, run->nLinks, CLUSTER_SLOW_FRACTION, &v);
+    for (int i = 0; i < v.nSlowLinks; i++) {
+      int a = v.slowLinks[i][0] < v.slowLinks[i][1] ? v.slowLinks[i][0] : v.slowLinks[i][1];
+      int b = v.slowLinks[i][0] ^ v.slowLinks[i][1] ^ a, seen = 0;
+      for (int j = 0; j < n && !seen; j++) seen = todo[j][0] == a && todo[j][1] == b;
+      if (seen) continue;
+      todo[n][0] = a, todo[n][1] = b, todo[n][2] = 1;
+      for (int j = 0; j < run->nLinks; j++)
+        if ((int)(run->links[j].a ^ run->links[j].b) == (a ^ b) && ((int)run->links[j].a == a || (int)run->links[j].b == a))
+          todo[n][2] = run->times[j];
+      n++;
+    }
+    railnetClusterVerdictFree(&v);
+  }
+  free(l);
+  free(up);
+  return n;
+}
+
+/* The pairs of the links that read slow checked again, in at most CLUSTER_AGAIN_ROUNDS
+ * rounds of disjoint pairs, the best figure of each direction kept (a host's hiccup during
+ * one transfer is no bad cable); each round judges afresh (better figures move the median,
+ * and with it the threshold) and checks the pairs that still read slow. */
+static void measureAgain(clusterRun* run, const pairServer* sv, const int* alive, int nAlive) {
+  int (*todo)[3] = calloc((size_t)run->nLinks + 1, sizeof(*todo));
+  int (*pairs)[2] = calloc((size_t)nAlive / 2 + 1, sizeof(*pairs));
+  char* busy = (char*)calloc((size_t)run->o->size, 1);
+  run->again = 1;
+  for (int c = 0; todo && pairs && busy && c < run->againRounds; c++) {
+    int n = slowPairs(run, todo), np = 0;
+    memset(busy, 0, (size_t)run->o->size);
+    /* the pairs measured least often first: a slow link that stays slow does not keep a
+     * pair that shares a rank with it from its turn */
+    for (int times = 1; times <= 1 + c; times++)
+      for (int j = 0; j < n; j++) {
+        int a = todo[j][0], b = todo[j][1];
+        if (todo[j][2] != times || busy[a] || busy[b] || !run->ranks[a].alive || !run->ranks[b].alive) continue;
+        busy[a] = busy[b] = 1;
+        pairs[np][0] = a, pairs[np][1] = b, np++;
+      }
+    if (np == 0) break;
+    runPairs(run, sv, alive, nAlive, run->rounds + c, pairs, np);
+  }
+  run->again = 0;
+  free(todo);
+  free(pairs);
+  free(busy);
 }
 
 static void printPlan(clusterRun* run, int nAlive) {
   run->rounds = railnetClusterRounds(nAlive);
-  run->boundS = (double)run->rounds * (CLUSTER_CHECK_MS + 5000) / 1000.0;
+  run->againRounds = run->rounds > 0 && nAlive > 2 ? CLUSTER_AGAIN_ROUNDS : 0;
+  run->boundS = (double)(run->rounds + run->againRounds) * (CLUSTER_CHECK_MS + 5000) / 1000.0;
   fprintf(stderr,
-          "railnet-diag --cluster: %d of %d ranks came; %d round%s of at most %d pairs, each check <= %d s: at most "
-          "%.0f s\n",
-          nAlive, run->o->size, run->rounds, run->rounds == 1 ? "" : "s", nAlive / 2, CLUSTER_CHECK_MS / 1000,
-          run->boundS);
+          "railnet-diag --cluster: %d of %d ranks came; %d round%s of at most %d pairs, then at most %d to measure "
+          "again the links that read slow, each check <= %d s: at most %.0f s\n",
+          nAlive, run->o->size, run->rounds, run->rounds == 1 ? "" : "s", nAlive / 2, run->againRounds,
+          CLUSTER_CHECK_MS / 1000, run->boundS);
 }
 
 int clusterCoordinate(const clusterOptions* o, const pairServer* sv) {
@@ -183,7 +270,8 @@ int clusterCoordinate(const clusterOptions* o, const pairServer* sv) {
   run.o = o;
   run.ranks = (clusterRank*)calloc((size_t)o->size, sizeof(clusterRank));
   run.links = (railnetClusterLinkMsg*)calloc((size_t)o->size * (size_t)o->size / 2 + 1, sizeof(railnetClusterLinkMsg));
-  if (run.ranks == NULL || run.links == NULL) return 1;
+  run.times = (int*)calloc((size_t)o->size * (size_t)o->size / 2 + 1, sizeof(int));
+  if (run.ranks == NULL || run.links == NULL || run.times == NULL) return 1;
   run.ranks[0].joined = run.ranks[0].alive = 1, run.ranks[0].fd = -1;
   gethostname(run.ranks[0].join.host, sizeof(run.ranks[0].join.host) - 1);
   run.ranks[0].join.size = (uint32_t)o->size;
@@ -198,6 +286,7 @@ int clusterCoordinate(const clusterOptions* o, const pairServer* sv) {
     if (run.ranks[r].alive) alive[nAlive++] = r;
   printPlan(&run, nAlive);
   for (int round = 0; alive && round < run.rounds; round++) runRound(&run, sv, alive, nAlive, round);
+  if (alive) measureAgain(&run, sv, alive, nAlive);
   clusterReport(&run);
   sectionEnd();
   int rc = reportFindings(0);
@@ -209,5 +298,6 @@ int clusterCoordinate(const clusterOptions* o, const pairServer* sv) {
   free(alive);
   free(run.ranks);
   free(run.links);
+  free(run.times);
   return rc;
 }

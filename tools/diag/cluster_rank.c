@@ -65,19 +65,30 @@ void clusterSummarize(const pairState* st, int rc, const char* why, railnetClust
     m->ok = 0;
     return;
   }
-  /* the bandwidth of the first working measurement, IB before Socket */
+  /* the path measured: IB before Socket, one measured both ways before one measured one way */
   const pairBw* best = NULL;
-  for (int i = 0; i < st->nBw; i++)
-    if (st->bwRes[i].err == 0 && (best == NULL || (strcmp(best->net, "ib") && !strcmp(st->bwRes[i].net, "ib"))))
-      best = &st->bwRes[i];
-  if (best) {
-    m->kbps = (uint32_t)(best->mbps * 1000.0);
-    sfmt(m->path, sizeof(m->path), "%s %s -> %s", best->net, best->here, best->peer);
+  int bestScore = 0;
+  for (int i = 0; i < st->nBw; i++) {
+    const pairBw* b = &st->bwRes[i];
+    int ways = (b->err[0] == 0) + (b->err[1] == 0);
+    int score = ways ? 4 * !strcmp(b->net, "ib") + ways : 0;
+    if (score > bestScore) best = b, bestScore = score;
   }
-  uint32_t usec = 0;
-  for (int i = 0; i < st->nOut; i++)
-    if (st->out[i].step == 0 && (usec == 0 || st->out[i].usec < usec)) usec = st->out[i].usec;
-  m->usec = usec;
+  if (best) {
+    m->kbps = best->err[0] ? 0 : (uint32_t)(best->mbps[0] * 1000.0);
+    m->kbpsBack = best->err[1] ? 0 : (uint32_t)(best->mbps[1] * 1000.0);
+    sfmt(m->net, sizeof(m->net), "%s", best->net);
+    sfmt(m->devA, sizeof(m->devA), "%s", best->here);
+    sfmt(m->devB, sizeof(m->devB), "%s", best->peer);
+  }
+  /* the fastest TCP probe each way: from here (st->out), from the peer (st->in) */
+  for (int way = 0; way < 2; way++) {
+    const railnetPairTcpResult* r = way ? st->in : st->out;
+    uint32_t usec = 0;
+    for (int i = 0; i < (way ? st->nIn : st->nOut); i++)
+      if (r[i].step == 0 && (usec == 0 || r[i].usec < usec)) usec = r[i].usec;
+    *(way ? &m->usecBack : &m->usec) = usec;
+  }
 }
 
 void clusterCheck(const pairServer* sv, int self, const railnetClusterRoundMsg* r, railnetClusterLinkMsg* m) {

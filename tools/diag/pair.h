@@ -29,9 +29,11 @@
 #define PAIR_RDMA_SMALL 4096
 #define PAIR_RDMA_BIG (1u << 20)
 #define PAIR_MAX_PATHS 256
-#define PAIR_BW_MS 10000        /* per --bw measurement */
+#define PAIR_BW_MS 10000        /* per --bw measurement (one direction of a path) */
 #define PAIR_BW_BYTES (1u << 20)
 #define PAIR_BW_COUNT 16
+#define PAIR_BW_SIZED_MS 200    /* a first --bw figure faster than this is measured again, sized to take this long */
+#define PAIR_BW_AGAIN_MS 4000   /* the bound of that second measurement, all of it */
 #define PAIR_MAX_BW 32
 #define PAIR_MAX_CONNS 16       /* connections a listener serves at a time */
 
@@ -87,12 +89,14 @@ typedef struct {
   int tried;
 } pairRdmaPath;
 
+/* One --bw path, measured both ways: [0] here -> peer, [1] peer -> here. */
 typedef struct {
   char net[8];
   char here[80], peer[80];
-  double mbps;
-  int err;
-  char why[128];
+  double mbps[2];
+  uint32_t usec[2]; /* the transfer's time */
+  int err[2];     /* 0: measured */
+  char why[2][128];
 } pairBw;
 
 /* ---------------------------------------------------------------- the session state */
@@ -147,11 +151,12 @@ void pairRdmaServeEnd(void);
 /* pair_bw.c: the server's end of one BW_START; the client's measurements of every working
  * chosen path (tcpOk[k]: NCCL's socket device k works both ways); their section. */
 int pairBwServe(int fd, const railnetPairBwStart* b, uint64_t sessionDl);
-/* --bw: every working path between the transports' devices: Socket from each chosen interface
- * here to each chosen interface of the peer that TCP reached (here -> peer), IB on each RDMA
- * path whose two GIDs are the ones railnet uses (the IB transport picks its GID itself) */
+/* --bw: every working path between the transports' devices, both ways (here -> peer, then
+ * peer -> here): Socket between each chosen interface here and each chosen interface of the
+ * peer that TCP reached, IB on each RDMA path whose two GIDs are the ones railnet uses (the
+ * IB transport picks its GID itself); none starts after st->endNs, none ends after it */
 void pairBwRunClient(pairState* st, int fd);
-/* The number of those paths (the plan's bound counts them). */
+/* The number of those paths (the plan's bound counts two measurements each). */
 int pairBwTargets(const pairState* st);
 /* pair_report.c: the --bw section */
 void pairBwReport(const pairState* st);

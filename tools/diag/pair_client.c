@@ -113,7 +113,8 @@ static void printPlan(pairState* st, int nIn) {
   int nBw = st->bw ? pairBwTargets(st) : 0;
   uint64_t ms = (uint64_t)(nOut + nIn + RAILNET_PAIR_EPHEMERAL) * PAIR_PROBE_MS + PAIR_REPLY_MS + /* TCP */
                 (uint64_t)nRdma * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS +                 /* RDMA */
-                (uint64_t)nBw * (2 * PAIR_BW_MS + 2000) + PAIR_BYE_MS;              /* --bw, goodbye */
+                (uint64_t)nBw * 2 * (2 * PAIR_BW_MS + 2000 + PAIR_BW_AGAIN_MS) +  /* --bw both ways */
+                PAIR_BYE_MS;
   uint64_t end = railnetClockNs() + ms * 1000000ull;
   if (st->quiet) { /* --cluster: within the bound rank 0 gave, nothing printed */
     st->endNs = st->endNs && st->endNs < end ? st->endNs : end;
@@ -125,7 +126,7 @@ static void printPlan(pairState* st, int nIn) {
        st->peerName, st->peer.version, st->peer.host);
   text("plan: %d TCP paths from here and %d from the peer (each <= %d ms), %d RDMA paths (each <= %d ms): "
        "%sat most %.0f s\n",
-       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, st->bw ? "--bw on each working path, " : "", bound);
+       nOut, nIn, PAIR_PROBE_MS, nRdma, 3 * PAIR_RDMA_MS, st->bw ? "--bw both ways on each working path, " : "", bound);
   jStr("peer", st->peerName);
   jStr("peer_host", st->peer.host);
   jStr("peer_version", st->peer.version);

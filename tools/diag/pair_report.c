@@ -283,24 +283,32 @@ void pairReport(pairState* st) {
 /* ---------------------------------------------------------------- --bw */
 
 void pairBwReport(const pairState* st) {
-  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 16 x 1 MiB, 4 in flight, here -> peer)");
+  section("pair_bw", "Bandwidth (--bw: through railnet's transports, 1 MiB messages, 4 in flight, both ways)");
   jOpen("paths", '[');
   for (int i = 0; i < st->nBw; i++) {
     const pairBw* b = &st->bwRes[i];
-    if (b->err) text("  %-7s %-20s -> %-20s FAIL %s (%s)\n", b->net, b->here, b->peer, b->why, strerror(b->err));
-    else text("  %-7s %-20s -> %-20s %.1f MB/s\n", b->net, b->here, b->peer, b->mbps);
-    jOpen(NULL, '{');
-    jStr("transport", b->net);
-    jStr("here", b->here);
-    jStr("peer", b->peer);
-    jBool("ok", b->err == 0);
-    if (b->err) jStr("failure", b->why);
-    else jNum("MBps", b->mbps);
-    jClose('}');
-    if (b->err)
-      WARNING("run railnet-perf between the two nodes with NCCL_DEBUG=INFO for the transport's own messages",
-              "the %s transport could not move data %s -> %s although the probe worked: %s", b->net, b->here, b->peer,
-              b->why);
+    for (int d = 0; d < 2; d++) {
+      const char* arrow = d ? "<-" : "->";
+      if (b->err[d])
+        text("  %-7s %-20s %s %-20s FAIL %s (%s)\n", b->net, b->here, arrow, b->peer, b->why[d], strerror(b->err[d]));
+      else
+        text("  %-7s %-20s %s %-20s %.1f MB/s%s%s\n", b->net, b->here, arrow, b->peer, b->mbps[d], b->why[d][0] ? "  " : "",
+             b->why[d]);
+      jOpen(NULL, '{');
+      jStr("transport", b->net);
+      jStr("here", b->here);
+      jStr("peer", b->peer);
+      jStr("direction", d ? "peer_to_here" : "here_to_peer");
+      jBool("ok", b->err[d] == 0);
+      if (b->err[d]) jStr("failure", b->why[d]);
+      else jNum("MBps", b->mbps[d]);
+      if (b->err[d] == 0 && b->why[d][0]) jStr("note", b->why[d]);
+      jClose('}');
+      if (b->err[d])
+        WARNING("run railnet-perf between the two nodes with NCCL_DEBUG=INFO for the transport's own messages",
+                "the %s transport could not move data %s %s %s although the probe worked: %s", b->net, b->here,
+                d ? "<-" : "->", b->peer, b->why[d]);
+    }
   }
   jClose(']');
   if (st->nBw == 0) text("  no working path to measure\n");

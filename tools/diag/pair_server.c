@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include "pair.h"
 
@@ -129,6 +130,13 @@ static void* sessionThread(void* arg) {
 static int onHello(int fd, const railnetPairHello* hello, const char* peer, void* arg) {
   pairServer* sv = (pairServer*)arg;
   pthread_mutex_lock(&sv->lock);
+  /* --cluster: the partner of the round before may still be saying goodbye (its client
+   * moved on after BYE); its session ends within PAIR_BYE_MS */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += PAIR_BYE_MS / 1000 + 1;
+  while (sv->persistent && sv->active && pthread_cond_timedwait(&sv->ended, &sv->lock, &until) == 0) {
+  }
   int busy = sv->active;
   if (!busy) {
     sv->active = 1;

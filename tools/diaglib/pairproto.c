@@ -111,7 +111,7 @@ static void codeRound(pairCursor* c, railnetClusterRoundMsg* r) {
   cRaw(c, r->addr, sizeof(r->addr));
   cU16(c, &r->port);
   cU32(c, &r->boundMs);
-  cRange(c, r->rounds, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "more rounds than ranks");
+  cRange(c, r->rounds, 0, 2 * RAILNET_CLUSTER_WIRE_MAX_RANKS, "more rounds than twice the ranks");
   cRange(c, r->round, 0, r->rounds ? r->rounds - 1 : 0, "a round not below the rounds");
   cRange(c, (uint32_t)r->partner + 1u, 0, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a partner rank out of range");
   cRange(c, r->client, 0, 1, "a role other than client or server");
@@ -125,8 +125,12 @@ static void codeLink(pairCursor* c, railnetClusterLinkMsg* r) {
   cU32(c, &r->b);
   cI32(c, &r->ok);
   cU32(c, &r->kbps);
+  cU32(c, &r->kbpsBack);
   cU32(c, &r->usec);
-  cStr(c, r->path, sizeof(r->path));
+  cU32(c, &r->usecBack);
+  cStr(c, r->net, sizeof(r->net));
+  cStr(c, r->devA, sizeof(r->devA));
+  cStr(c, r->devB, sizeof(r->devB));
   cStr(c, r->cause, sizeof(r->cause));
   cStr(c, r->fix, sizeof(r->fix));
   cRange(c, (uint32_t)r->ok, 0, 1, "a link outcome other than 0 or 1");
@@ -227,7 +231,10 @@ static void codeBwStart(pairCursor* c, railnetPairBwStart* r) {
   cU8(c, &r->port);
   cU32(c, &r->bytes);
   cU32(c, &r->count);
+  cU8(c, &r->reverse);
+  cRaw(c, r->handle, sizeof(r->handle));
   cRange(c, r->bytes, 1, RAILNET_PAIR_BW_MAX_BYTES, "a message outside 1 B .. 4 MiB");
+  cRange(c, r->reverse, 0, 1, "a direction other than 0 or 1");
   cRange(c, r->count, 1, RAILNET_PAIR_BW_MAX_COUNT, "more than 1024 messages");
 }
 static void codeBwHandle(pairCursor* c, railnetPairBwHandle* r) {

@@ -27,6 +27,9 @@
  *   C->S RDMA_RUN, S->C RDMA_RESULT the server writes/reads the client's buffer and reports
  *   C->S BW_START, S->C BW_HANDLE   (--bw) the server listens on one device of a railnet
  *        transport and returns its handle; the client connects and sends; S->C BW_RESULT
+ *        (what it received). With `reverse` the other direction: the client listens and
+ *        sends its handle in BW_START, the server answers BW_HANDLE (ready, or why not),
+ *        connects from its device and sends; S->C BW_RESULT (what it sent)
  *   C->S BYE
  * ERROR may come instead of any answer.
  *
@@ -47,7 +50,7 @@ extern "C" {
 #endif
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
-#define RAILNET_PAIR_VERSION 3
+#define RAILNET_PAIR_VERSION 3 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions */
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -193,10 +196,12 @@ typedef struct {
 #define RAILNET_PAIR_BW_MAX_COUNT 1024u
 typedef struct {
   char net[16];    /* "socket" or "ib" */
-  char dev[64];    /* the receiver's device (interface or HCA) by name */
+  char dev[64];    /* the server's device (interface or HCA) by name */
   uint8_t port;    /* IB port, 0 for socket */
   uint32_t bytes;  /* per message */
   uint32_t count;  /* messages */
+  uint8_t reverse; /* 0: the client sends to the server; 1: the server sends to the client */
+  uint8_t handle[128]; /* reverse: the client's listen handle (NCCL_NET_HANDLE_MAXSIZE) */
 } railnetPairBwStart;
 typedef struct {
   int32_t err;         /* 0: listening; handle is valid */
@@ -205,8 +210,8 @@ typedef struct {
 } railnetPairBwHandle;
 typedef struct {
   int32_t err;
-  uint64_t bytes; /* received */
-  uint32_t usec;  /* first receive posted .. last completed */
+  uint64_t bytes; /* received (reverse: sent) */
+  uint32_t usec;  /* first message posted .. last completed, on the server */
   char why[96];
 } railnetPairBwResult;
 
@@ -235,8 +240,12 @@ typedef struct {
   uint32_t a, b;    /* a: the client */
   int32_t ok;       /* 1 works, 0 fails */
   uint32_t kbps;    /* bandwidth a -> b in KB/s (0: not measured) */
-  uint32_t usec;    /* TCP probe time of NCCL's first device pair (connect, 64 KiB each way) */
-  char path[64];    /* "eth0 -> eth0", "mlx5_0:1 -> mlx5_0:1" */
+  uint32_t kbpsBack; /* bandwidth b -> a in KB/s (0: not measured) */
+  uint32_t usec;    /* the fastest TCP probe from a to b (connect, 64 KiB each way; 0: none worked) */
+  uint32_t usecBack; /* the fastest TCP probe from b to a */
+  char net[8];      /* the transport of the path measured: "socket", "ib" ("" none) */
+  char devA[64];    /* its device on a: "eth0", "mlx5_0:1" */
+  char devB[64];    /* its device on b */
   char cause[160];  /* what failed */
   char fix[160];    /* the fix the pair check gives */
 } railnetClusterLinkMsg;
