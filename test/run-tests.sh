@@ -2,9 +2,28 @@
 # Runs every test tier that can run on this machine and prints one summary line:
 #   N passed, N failed, N skipped
 # A tier that cannot run says why; its tests count as skipped.
+# TIERS (comma-separated; default all) runs only the tiers named: unit, netns, softroce,
+# memcheck, fuzz, sanitize, pkg (make check is TIERS=unit). A tier left out says so and
+# counts nothing.
 set -u
 BUILD=${BUILD:-build}
 SOFTROCE=${SOFTROCE:-1}
+TIERS=${TIERS:-all}
+ALL_TIERS="unit netns softroce memcheck fuzz sanitize pkg"
+for t in ${TIERS//,/ }; do
+  case " all $ALL_TIERS " in
+    *" $t "*) ;;
+    *) echo "TIERS=$TIERS: unknown tier '$t' (tiers: all ${ALL_TIERS// /, })" >&2; exit 2 ;;
+  esac
+done
+# tier NAME: true when TIERS selects it (else says so once)
+tier() {
+  case ",$TIERS," in
+    *,all,* | *,"$1",*) return 0 ;;
+  esac
+  echo "== tier $1: not in TIERS=$TIERS"
+  return 1
+}
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export RAILNET_BUILD="$PWD/$BUILD"
 # sanitized builds (make test SANITIZE=address,undefined): reports are fatal, leaks by design suppressed
@@ -37,10 +56,12 @@ run_gtest() {
 }
 
 # 1. unit
-run_gtest unit "$BUILD/test/unit_tests"
+if tier unit; then
+  run_gtest unit "$BUILD/test/unit_tests"
+fi
 
 # 2. netns: real network namespaces and veth pairs, as root
-if [ -x "$BUILD/test/netns_tests" ]; then
+if [ -x "$BUILD/test/netns_tests" ] && tier netns; then
   if [ "$(id -u)" -ne 0 ]; then
     skip_all "$BUILD/test/netns_tests" "netns tier needs root (network namespaces, veth)"
   elif ! ip netns add railnet-probe-$$ 2>/dev/null; then
@@ -52,7 +73,7 @@ if [ -x "$BUILD/test/netns_tests" ]; then
 fi
 
 # 3. soft-RoCE: IB tests against rdma_rxe (in a qemu VM unless the host has RDMA)
-if [ -x test/softroce/tier.sh ]; then
+if [ -x test/softroce/tier.sh ] && tier softroce; then
   if [ "$SOFTROCE" = 0 ]; then
     echo "SKIP: soft-RoCE tier disabled by SOFTROCE=0"
     SKIPPED=$((SKIPPED + $(test/softroce/tier.sh --count)))
@@ -71,7 +92,7 @@ if [ -x test/softroce/tier.sh ]; then
 fi
 
 # 4. memcheck: valgrind over the Socket transport and socket layer unit tests (one test)
-if [ -x test/memcheck.sh ]; then
+if [ -x test/memcheck.sh ] && tier memcheck; then
   out="$LOGDIR/memcheck.counts"
   rm -f "$out"
   BUILD="$BUILD" test/memcheck.sh --counts-file "$out"
@@ -84,7 +105,7 @@ if [ -x test/memcheck.sh ]; then
 fi
 
 # 5. fuzz: a short libFuzzer pass over every target in fuzz/ (one test per target)
-if [ -x fuzz/tier.sh ]; then
+if [ -x fuzz/tier.sh ] && tier fuzz; then
   out="$LOGDIR/fuzz.counts"
   rm -f "$out"
   fuzz/tier.sh --counts-file "$out"
@@ -100,7 +121,9 @@ fi
 # 6. sanitizers: the unit, netns and soft-RoCE tiers again, built with
 #    -fsanitize=address,undefined in their own tree (skipped when this run is itself
 #    sanitized, or SANITIZE_TIER=0)
-if [ -n "${SANITIZE:-}" ] || [ "${SANITIZE_TIER:-1}" = 0 ]; then
+if ! tier sanitize; then
+  :
+elif [ -n "${SANITIZE:-}" ] || [ "${SANITIZE_TIER:-1}" = 0 ]; then
   echo "SKIP: sanitizer tier (this run is ${SANITIZE:+already sanitized}${SANITIZE:-disabled by SANITIZE_TIER=0})"
 else
   SANBUILD=build-address-undefined
@@ -143,7 +166,7 @@ fi
 
 # 7. pkg: the man pages, test/gpu/run-nccl.sh on a host without a GPU, and (root) the
 #    Debian package built, installed, used and purged (test/pkg/tier.sh)
-if [ -x test/pkg/tier.sh ]; then
+if [ -x test/pkg/tier.sh ] && tier pkg; then
   out="$LOGDIR/pkg.counts"
   rm -f "$out"
   BUILD="$BUILD" test/pkg/tier.sh --counts-file "$out"
