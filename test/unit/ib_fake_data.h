@@ -25,7 +25,7 @@
 // Injected faults: a completion with an error status (failSend), a post that fails with an
 // errno (failPostSend), a path that drops every packet (drop: its WRs end in
 // IBV_WC_RETRY_EXC_ERR) and a port going DOWN (portDown: the port's state, the drop, and an
-// IBV_EVENT_PORT_ERR async event through the context's async_fd). hold stops the wire.
+// IBV_EVENT_PORT_ERR async event through the context's async_fd). hold stops the wire (holdAtPost: from a given WR on).
 #pragma once
 #include <fcntl.h>
 #include <functional>
@@ -108,6 +108,10 @@ struct FakeNet {
   void failPostSend(std::function<bool(const FakeQp&, const struct ibv_send_wr&)> match, int err, int count = 1) {
     postFaults.push_back({std::move(match), IBV_WC_SUCCESS, err, count});
   }
+  // hold is set when a WR that matches is posted (before it moves): a test then acts on the
+  // wire with that WR in flight.
+  std::function<bool(const FakeQp&, const struct ibv_send_wr&)> holdMatch;
+  void holdAtPost(std::function<bool(const FakeQp&, const struct ibv_send_wr&)> match) { holdMatch = std::move(match); }
   void drop(FakeHca* h, int port) { dropped.push_back({h, port}); }
   bool isDropped(const FakeHca* h, int port) const {
     for (auto& d : dropped)
@@ -410,6 +414,10 @@ int fkdPostSend(struct ibv_qp* q, struct ibv_send_wr* wr, struct ibv_send_wr** b
       for (auto& g : f.sge) f.inl.insert(f.inl.end(), (char*)(uintptr_t)g.addr, (char*)(uintptr_t)g.addr + g.length);
     }
     f.seq = s->nextSeq++;
+    if (net->holdMatch && net->holdMatch(*s, f.wr)) {
+      net->hold = true;
+      net->holdMatch = nullptr;
+    }
     s->sq.push_back(std::move(f));
   }
   *bad = nullptr;
@@ -534,6 +542,7 @@ const char* fkdWcStatusStr(enum ibv_wc_status s) {
     case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
     case IBV_WC_REM_ACCESS_ERR: return "remote access error";
     case IBV_WC_LOC_PROT_ERR: return "local protection error";
+    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
     default: return "other error";
   }
 }

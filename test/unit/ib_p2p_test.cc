@@ -114,6 +114,7 @@ class IbDataPath : public ::testing::Test {
     N->postFaults.clear();
     N->dropped.clear();
     N->hold = false;
+    N->holdMatch = nullptr;
     for (auto& h : W->hcas) h.ports[0].attr.state = IBV_PORT_ACTIVE;
     N->cqOverflows = N->badDeregs = 0;
   }
@@ -603,14 +604,25 @@ TEST_F(IbDataPath, PostSendFailureFailsTheIsend) {
 
 class IbFailover : public IbDataPath {
  protected:
+  // The sender's INFO at the end of a failover says it replayed one chunk or more.
+  static bool replayedSome() {
+    for (auto& l : LogCapture::lines()) {
+      size_t at = l.msg.find(" chunk(s) replayed");
+      if (at == std::string::npos || l.msg.find("done: ") == std::string::npos) continue;
+      size_t from = l.msg.find("done: ") + 6;
+      if (atoi(l.msg.c_str() + from) > 0) return true;
+    }
+    return false;
+  }
   void SetUp() override {
     IbDataPath::SetUp();
     env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", "1");
     env.set("RAILNET_IB_PATH_PROBE_INTERVAL", "0");  // the data QPs' completions tell
     env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", "0");
   }
-  // 48 messages of 64 KiB + 3 bytes over the fused pair, 4 in flight; fault before message 12.
-  void run(const std::function<void()>& fault, bool expectFailover, const char* warned = "port failover: fk") {
+  // 48 messages of 64 KiB + 3 bytes over the fused pair, 4 in flight (message k on QP k % 2:
+  // odd ones on fk2); fault(k) before messages 12, 13 and 14.
+  void run(const std::function<void(int)>& fault, bool expectFailover, const char* warned = "port failover: fk") {
     LogCapture log;
     connect(fused0, fused1);
     ASSERT_NE(sc, nullptr);
@@ -619,9 +631,8 @@ class IbFailover : public IbDataPath {
     ASSERT_FALSE(first.empty());
     size_t firstBefore = 0;
     std::string err = stream(48, 65536 + 3, 4, [&](int k) {
-      if (k != 12) return;
-      fault();
-      firstBefore = bytesOn(first);
+      if (k == 12) firstBefore = bytesOn(first);
+      if (k >= 12 && k <= 14) fault(k);
     });
     if (!expectFailover) {
       EXPECT_NE(err, "") << "without failover the comm fails";
@@ -639,12 +650,34 @@ class IbFailover : public IbDataPath {
 // fk2's path drops every packet from message 12 on: its QP's writes end in
 // IBV_WC_RETRY_EXC_ERR, the comm fails over to fk0 and every byte of every message arrives.
 TEST_F(IbFailover, DroppedPathFailsOverEveryByteArrives) {
-  run([&] { N->drop(&W->hcas[2], 1); }, true);
+  run([&](int k) {
+    if (k == 12) N->drop(&W->hcas[2], 1);
+  }, true);
+}
+
+// The wire stops when message 13's data write is posted on fk2, and fk2's path drops every
+// packet before message 14: that write is lost in flight, and the sender replays its chunk
+// on fk0 (the receiver's completion records or its answer say it did not arrive).
+TEST_F(IbFailover, WritesLostInFlightAreReplayed) {
+  run([&](int k) {
+    if (k == 12)
+      N->holdAtPost([](const FakeQp& q, const struct ibv_send_wr& w) {
+        return q.hca->name == "fk2" && w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      });
+    if (k == 14) {
+      EXPECT_TRUE(N->hold) << "message 13's write was not posted before message 14's receive";
+      EXPECT_GT(N->pendingSends(), 0) << "writes in flight when the path goes";
+      N->drop(&W->hcas[2], 1);
+      N->hold = false;
+    }
+  }, true);
+  EXPECT_TRUE(replayedSome()) << LogCapture::all();
 }
 
 // fk3 (the receiver's second device) goes DOWN with an async event: the same.
 TEST_F(IbFailover, PortDownEventFailsOver) {
-  run([&] {
+  run([&](int k) {
+    if (k != 12) return;
     int acks = eventsAcked();
     N->portDown(&W->hcas[3], 1);
     // the transport's event thread has taken the event in (it acks after counting it)
@@ -657,15 +690,20 @@ TEST_F(IbFailover, PortDownEventFailsOver) {
 
 // Error completions on fk2's QP (a local QP operation error), no packet lost otherwise.
 TEST_F(IbFailover, ErrorCompletionFailsOver) {
-  run([&] {
-    N->failSend([](const FakeQp& q, const struct ibv_send_wr&) { return q.hca->name == "fk2"; }, IBV_WC_LOC_QP_OP_ERR);
-  }, true);
+  run([&](int k) {
+    if (k == 12)
+      N->failSend([](const FakeQp& q, const struct ibv_send_wr&) { return q.hca->name == "fk2"; }, IBV_WC_LOC_QP_OP_ERR);
+  }, true, "port failover: fk2:1 lost its path");
+  EXPECT_TRUE(LogCapture::contains("status=local QP operation error(2)", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(replayedSome()) << "the data write that failed is written again\n" << LogCapture::all();
 }
 
 // The same drop without failover: the comm fails.
 TEST_F(IbFailover, WithoutFailoverTheCommFails) {
   env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", "0");
-  run([&] { N->drop(&W->hcas[2], 1); }, false);
+  run([&](int k) {
+    if (k == 12) N->drop(&W->hcas[2], 1);
+  }, false);
 }
 
 }  // namespace
