@@ -25,7 +25,7 @@
 // Injected faults: a completion with an error status (failSend), a post that fails with an
 // errno (failPostSend), a path that drops every packet (drop: its WRs end in
 // IBV_WC_RETRY_EXC_ERR) and a port going DOWN (portDown: the port's state, the drop, and an
-// IBV_EVENT_PORT_ERR async event through the context's async_fd). hold stops the wire (holdAtPost: from a given WR on).
+// IBV_EVENT_PORT_ERR async event through the context's async_fd). hold stops the wire (holdAtPost: from a given WR on; stall: some QPs only).
 #pragma once
 #include <fcntl.h>
 #include <functional>
@@ -112,6 +112,8 @@ struct FakeNet {
   // wire with that WR in flight.
   std::function<bool(const FakeQp&, const struct ibv_send_wr&)> holdMatch;
   void holdAtPost(std::function<bool(const FakeQp&, const struct ibv_send_wr&)> match) { holdMatch = std::move(match); }
+  // The QPs that match stand still (their posts queue up) while the others move.
+  std::function<bool(const FakeQp&)> stall;
   void drop(FakeHca* h, int port) { dropped.push_back({h, port}); }
   bool isDropped(const FakeHca* h, int port) const {
     for (auto& d : dropped)
@@ -320,7 +322,7 @@ struct FakeNet {
     for (bool moved = true; moved;) {
       moved = false;
       for (auto& q : qps) {
-        if (q.destroyed) continue;
+        if (q.destroyed || (stall && stall(q))) continue;
         if (q.state == IBV_QPS_ERR && (!q.sq.empty() || !q.rq.empty())) {
           toError(q);
           moved = true;

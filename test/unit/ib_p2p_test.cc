@@ -115,6 +115,7 @@ class IbDataPath : public ::testing::Test {
     N->dropped.clear();
     N->hold = false;
     N->holdMatch = nullptr;
+    N->stall = nullptr;
     for (auto& h : W->hcas) h.ports[0].attr.state = IBV_PORT_ACTIVE;
     N->cqOverflows = N->badDeregs = 0;
   }
@@ -138,9 +139,10 @@ class IbDataPath : public ::testing::Test {
     ASSERT_EQ(ib->listen(ctx, rdev, handle, &lc), ncclSuccess);
     ASSERT_TRUE(netConnectPair(ib, ctx, sdev, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
   }
-  // A buffer of n bytes (+ guard bytes) registered on comm.
+  // A buffer of n bytes (+ 64 guard bytes, also registered) on comm. A send buffer's guard
+  // bytes differ from a receive buffer's, so that a write past the size sent shows.
   char* buffer(void* comm, size_t n, void** mh, int type = NCCL_PTR_HOST) {
-    bufs.push_back(std::make_unique<std::vector<char>>(n + 64, kGuard));
+    bufs.push_back(std::make_unique<std::vector<char>>(n + 64, comm == sc ? (char)0x5A : kGuard));
     char* p = bufs.back()->data();
     EXPECT_EQ(ib->regMr(comm, p, n + 64, type, mh), ncclSuccess);
     regs.push_back({comm, *mh});
@@ -391,6 +393,85 @@ TEST_F(IbDataPath, MultiRecvMatchesByTag) {
   ASSERT_EQ(wait(rr, got), "");
   ASSERT_EQ(wait(s, nullptr), "");
   EXPECT_EQ(check(dst[0], sizes[0], 99), "");
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// The send queue holds 32 WRs (NCCL_NET_MAX_REQUESTS) and a multi-receive of 8 takes 9 (a
+// write per buffer, the sizes record with the immediate): with the sender's QP stalled, isend
+// must stop posting when the next slot would not fit, also after many slots' completions
+// gave their credits back (the fake fails a post beyond max_send_wr with ENOMEM); released,
+// every byte arrives.
+TEST_F(IbDataPath, SendQueueCreditsHoldAtTheQueueDepth) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");  // (the first multi-receive would end them: see MultiRecv)
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  const int nb = 8, slots = 12;
+  const size_t size = 200;
+  void *smh, *rmh;
+  char* src = buffer(sc, nb * slots * size, &smh);
+  char* dst = buffer(rc, nb * slots * size, &rmh);
+  auto round = [&](int base, bool stalled) {
+    std::vector<void*> rr(slots), sr(nb * slots);
+    for (int k = 0; k < nb * slots; k++) fill(src + k * size, size, base + k);
+    memset(dst, kGuard, nb * slots * size);
+    if (stalled) N->stall = [](const FakeQp& q) { return q.hca->name == "fk0"; };
+    for (int m = 0; m < slots; m++) {
+      void* data[nb];
+      size_t sizes[nb];
+      int tags[nb];
+      void* mhs[nb];
+      for (int b = 0; b < nb; b++) {
+        data[b] = dst + (m * nb + b) * size;
+        sizes[b] = size;
+        tags[b] = b;
+        mhs[b] = rmh;
+      }
+      ASSERT_EQ(ib->irecv(rc, nb, data, sizes, tags, mhs, nullptr, &rr[m]), ncclSuccess);
+      ASSERT_NE(rr[m], nullptr);
+    }
+    // every isend is offered until taken; stalled, the slots that do not fit wait
+    int posted = 0;
+    for (int pass = 0; pass < 3 && posted < nb * slots; pass++)
+      for (int k = posted; k < nb * slots; k++) {
+        ASSERT_EQ(ib->isend(sc, src + k * size, size, k % nb, smh, nullptr, &sr[k]), ncclSuccess)
+            << "isend " << k << "\n" << LogCapture::all();
+        if (sr[k] == nullptr) break;
+        posted = k + 1;
+      }
+    if (stalled) {
+      EXPECT_LT(posted, nb * slots) << "every slot posted on a stalled QP of 32 WRs";
+      for (auto& q : N->qps)
+        if (!q.destroyed && q.hca->name == "fk0") {
+          EXPECT_LE(q.sq.size(), q.cap.max_send_wr);
+        }
+      N->stall = nullptr;
+    }
+    long long deadline = netNowNs() + 10000000000LL;
+    while (posted < nb * slots && netNowNs() < deadline) {
+      ASSERT_EQ(ib->isend(sc, src + posted * size, size, posted % nb, smh, nullptr, &sr[posted]), ncclSuccess);
+      if (sr[posted]) posted++;
+      else if (posted >= nb) {
+        int done = 0;  // completions give the send queue back
+        ASSERT_EQ(ib->test(sr[posted - nb], &done, nullptr), ncclSuccess);
+        if (done) sr[posted - nb] = nullptr;
+      }
+    }
+    ASSERT_EQ(posted, nb * slots);
+    for (int m = 0; m < slots; m++) {
+      int got[nb];
+      ASSERT_EQ(wait(rr[m], got), "") << LogCapture::all();
+      for (int b = 0; b < nb; b++) EXPECT_EQ(got[b], (int)size);
+    }
+    for (int k = 0; k < nb * slots; k++) {
+      if (sr[k]) {
+        ASSERT_EQ(wait(sr[k], nullptr), "");
+      }
+      ASSERT_EQ(check(dst + k * size, size, base + k), "");
+    }
+  };
+  for (int r = 0; r < 3; r++) round(r * 1000, false);  // 36 slots' credits given back
+  round(5000, true);
   EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
 }
 
