@@ -168,9 +168,11 @@ test: deps-test
 	@BUILD=$(BUILD) SOFTROCE=$(SOFTROCE) SANITIZE=$(SANITIZE) TIERS=$(TIERS) test/run-tests.sh
 
 # make check: the unit tier only (no root, no VM, no packages installed; what the unit tests
-# run: the libraries, tools and examples, and build/test/unit_tests).
+# run: the libraries, tools and examples, and build/test/unit_tests), as UNIT_SHARDS
+# GoogleTest shards at once (its tests mostly wait: for sockets, child processes, intervals).
+UNIT_SHARDS ?= 4
 check: lib tools examples $(BUILD)/test/unit_tests
-	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) TIERS=unit test/run-tests.sh
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) TIERS=unit UNIT_SHARDS=$(UNIT_SHARDS) test/run-tests.sh
 
 demo: deps-build
 	@$(MAKE) --no-print-directory lib tools

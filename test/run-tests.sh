@@ -45,19 +45,43 @@ skip_all() {
   SKIPPED=$((SKIPPED + n))
 }
 
+# run_gtest NAME BIN [ARGS]: one GoogleTest binary, its log in $LOGDIR/NAME.log. With
+# SHARDS=n (n > 1) it runs as n GoogleTest shards at once (GTEST_TOTAL_SHARDS), each in a
+# process of its own (NAME.log.0 ...; NAME.log has them all): the unit tier waits more than
+# it computes, so make check runs it that way (UNIT_SHARDS).
 run_gtest() {
-  local name=$1 bin=$2 log="$LOGDIR/$1.log" rc
+  local name=$1 bin=$2 log="$LOGDIR/$1.log" rc n=${SHARDS:-1} i
   shift 2
-  echo "== tier $name: $bin"
-  timeout --kill-after=10 "${TIER_TIMEOUT:-900}" "$bin" --gtest_color=no "$@" >"$log" 2>&1
-  rc=$?
+  if [ "$n" -le 1 ]; then
+    echo "== tier $name: $bin"
+    timeout --kill-after=10 "${TIER_TIMEOUT:-900}" "$bin" --gtest_color=no "$@" >"$log" 2>&1
+    rc=$?
+  else
+    echo "== tier $name: $bin ($n shards at once)"
+    local pids=()
+    for ((i = 0; i < n; i++)); do
+      GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout --kill-after=10 "${TIER_TIMEOUT:-900}" "$bin" \
+        --gtest_color=no "$@" >"$log.$i" 2>&1 &
+      pids+=($!)
+    done
+    local rcs=()
+    for ((i = 0; i < n; i++)); do
+      wait "${pids[$i]}"
+      rcs+=($?)
+    done
+    for ((i = 0; i < n; i++)); do cat "$log.$i"; done >"$log"
+  fi
   grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^SKIP:|^FAULT-MATRIX|Failure|WARN' "$log" | grep -v -E '^\[  (FAILED|SKIPPED) \] [0-9]+ test' | head -400
-  count_gtest "$log" "$rc"
+  if [ "$n" -le 1 ]; then
+    count_gtest "$log" "$rc"
+  else
+    for ((i = 0; i < n; i++)); do count_gtest "$log.$i" "${rcs[$i]}"; done
+  fi
 }
 
 # 1. unit
 if tier unit; then
-  run_gtest unit "$BUILD/test/unit_tests"
+  SHARDS=${UNIT_SHARDS:-1} run_gtest unit "$BUILD/test/unit_tests"
 fi
 
 # 2. netns: real network namespaces and veth pairs, as root
