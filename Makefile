@@ -59,7 +59,7 @@ DIAGLIB_OBJS := $(DIAGLIB_SRCS:%.c=$(BUILD)/obj/%.o)
 DIAGLIB := $(LIBDIR)/librailnet-diag.a
 PERF_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/perf/*.c))
 
-.PHONY: sanitize-softroce-build all lib tools examples test demo install clean deps-build deps-test bench bench-build
+.PHONY: sanitize-softroce-build all lib tools examples test check demo install clean deps-build deps-test bench bench-build
 all: lib tools examples
 
 lib: $(PLUGIN) $(STATIC) $(SHARED)
@@ -161,9 +161,18 @@ test-build: lib tools examples $(TEST_BINS) $(SOFTROCE_BINS)
 sanitize-build: lib tools examples $(TEST_BINS)
 sanitize-softroce-build: $(SOFTROCE_BINS)
 
+# make test TIERS=unit,netns,...: only those tiers of test/run-tests.sh (default: all).
+TIERS ?= all
 test: deps-test
 	@$(MAKE) --no-print-directory test-build
-	@BUILD=$(BUILD) SOFTROCE=$(SOFTROCE) SANITIZE=$(SANITIZE) test/run-tests.sh
+	@BUILD=$(BUILD) SOFTROCE=$(SOFTROCE) SANITIZE=$(SANITIZE) TIERS=$(TIERS) test/run-tests.sh
+
+# make check: the unit tier only (no root, no VM, no packages installed; what the unit tests
+# run: the libraries, tools and examples, and build/test/unit_tests), as UNIT_SHARDS
+# GoogleTest shards at once (its tests mostly wait: for sockets, child processes, intervals).
+UNIT_SHARDS ?= 4
+check: lib tools examples $(BUILD)/test/unit_tests
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) TIERS=unit UNIT_SHARDS=$(UNIT_SHARDS) test/run-tests.sh
 
 demo: deps-build
 	@$(MAKE) --no-print-directory lib tools

@@ -1,0 +1,790 @@
+// The IB data path as a unit test: the real IB plugin (listen / connect / accept over
+// loopback TCP, regMr, isend / irecv / iflush / test, close) over the in-process loopback
+// fake of the verbs data calls (ib_fake_data.h), with injected faults. Four fake RoCE HCAs,
+// fk0..fk3 (one port each); single-device comms go fk0 -> fk1, fused ones (fk0+fk2) ->
+// (fk1+fk3), as the soft-RoCE failover test fuses rxe0+rxe2 and rxe1+rxe3. The wire moves
+// only when a CQ is polled, so every test is one thread and waits for events, not time.
+#include "test_util.h"
+#include <string.h>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+#include "ib_fake_data.h"
+#include "net_pair.h"
+#include "plugin_loader.h"
+
+extern "C" {
+#include "railnet.h"
+#include "../../src/transport/net_ib/init.h"
+#include "testing.h"
+}
+
+namespace {
+
+const ncclNet_t* ib = &railnetNetIb;
+
+// Byte i of message k: depends on both, so that a chunk written at the wrong offset, or a
+// message in another's buffer, does not compare equal.
+char patternByte(int k, size_t i) { return (char)((k * 131 + i * 7 + (i >> 9) * 13 + 1) & 0xff); }
+void fill(char* b, size_t n, int k) {
+  for (size_t i = 0; i < n; i++) b[i] = patternByte(k, i);
+}
+// "" or where the first wrong byte is.
+std::string check(const char* b, size_t n, int k) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != patternByte(k, i)) return "message " + std::to_string(k) + ": wrong byte at " + std::to_string(i) + " of " + std::to_string(n);
+  return "";
+}
+const char kGuard = (char)0xEE;  // what a receive buffer holds beyond the bytes sent
+
+class IbDataPath : public ::testing::Test {
+ protected:
+  static FakeWorld* W;
+  static FakeNet* N;
+  static struct railnetIbvSymbols table;
+  static void* ctx;
+  static ScopedEnv* suiteEnv;
+  static TempDir* sysfs;
+  static int dev0, dev1, fused0, fused1;  // fk0, fk1, fk0+fk2, fk1+fk3
+
+  static void SetUpTestSuite() {
+    W = new FakeWorld;
+    world = W;
+    N = new FakeNet;
+    net = N;
+    for (int i = 0; i < 4; i++) {
+      FakeHca& h = addHca("fk" + std::to_string(i), 1, IBV_LINK_LAYER_ETHERNET, 0x1000 + i);
+      h.ports[0].gids[0] = {"fe80::" + std::to_string(i + 1), 2};
+      h.ports[0].gids[1] = {"::ffff:198.18." + std::to_string(i / 2) + "." + std::to_string(i % 2 + 1), 2};
+      N->addAsyncPipe(h);
+    }
+    table = fakeDataVerbs();
+    railnetIbvSetSymbols(&table);
+    // a GPUDirect peer memory module, so that receives are flushed (iflush)
+    sysfs = new TempDir;
+    sysfs->write("module/nvidia_peermem/version", "1.0\n");
+    suiteEnv = new ScopedEnv;
+    suiteEnv->set("SYSFS_PATH", sysfs->path().c_str());
+    suiteEnv->set("NCCL_SOCKET_IFNAME", "lo");
+    for (const char* v : {"NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_IB_GID_INDEX", "NCCL_IB_QPS_PER_CONNECTION",
+                          "NCCL_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_USE_INLINE", "RAILNET_IB_EAGER_SIZE",
+                          "NCCL_IB_RESILIENCY_PORT_FAILOVER", "NCCL_IB_ADAPTIVE_ROUTING", "NCCL_SOCKET_FAMILY",
+                          "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_GDR_FLUSH_DISABLE", "RAILNET_TRANSPORT",
+                          "NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS"})
+      suiteEnv->unset(v);
+    railnetIbResetDevices();
+    railnetIbGdrReset();
+    ASSERT_EQ(ib->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess) << LogCapture::all();
+    dev0 = pluginDeviceNamed(ib, "fk0", 0);
+    dev1 = pluginDeviceNamed(ib, "fk1", 0);
+    fused0 = pluginFuseNamed(ib, "fk0", "fk2", nullptr);
+    fused1 = pluginFuseNamed(ib, "fk1", "fk3", nullptr);
+  }
+  static void TearDownTestSuite() {
+    if (ctx) ib->finalize(ctx);
+    ctx = nullptr;
+    railnetIbResetDevices();
+    railnetIbGdrReset();
+    railnetIbvSetSymbols(nullptr);
+    delete suiteEnv;
+    delete sysfs;
+    delete N;
+    delete W;
+    net = nullptr;
+    world = nullptr;
+  }
+
+  ScopedEnv env;
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  struct Reg {
+    void* comm;
+    void* mh;
+  };
+  std::vector<Reg> regs;
+  std::vector<std::unique_ptr<std::vector<char>>> bufs;
+
+  void SetUp() override {
+    ASSERT_GE(dev0, 0);
+    ASSERT_GE(dev1, 0);
+    ASSERT_GE(fused0, 0);
+    ASSERT_GE(fused1, 0);
+    N->wcFaults.clear();
+    N->postFaults.clear();
+    N->dropped.clear();
+    N->hold = false;
+    N->holdMatch = nullptr;
+    N->stall = nullptr;
+    for (auto& h : W->hcas) h.ports[0].attr.state = IBV_PORT_ACTIVE;
+    N->cqOverflows = N->badDeregs = 0;
+  }
+  void TearDown() override {
+    closeAll();
+    EXPECT_EQ(N->cqOverflows, 0) << "a CQ overran: the transport sized it too small for what it signals";
+    EXPECT_EQ(N->badDeregs, 0) << "dereg_mr of a registration that was not (or no longer) there";
+    // every QP of the test's comms is destroyed: nothing is left posting
+    for (auto& q : N->qps) EXPECT_TRUE(q.destroyed) << "QP " << q.qp.qp_num << " outlived its comm";
+  }
+  void closeAll() {
+    for (auto& r : regs) ib->deregMr(r.comm, r.mh);
+    regs.clear();
+    if (sc) ib->closeSend(sc);
+    if (rc) ib->closeRecv(rc);
+    if (lc) ib->closeListen(lc);
+    sc = rc = lc = nullptr;
+  }
+  void connect(int sdev, int rdev) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    ASSERT_EQ(ib->listen(ctx, rdev, handle, &lc), ncclSuccess);
+    ASSERT_TRUE(netConnectPair(ib, ctx, sdev, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
+  }
+  // A buffer of n bytes (+ 64 guard bytes, also registered) on comm. A send buffer's guard
+  // bytes differ from a receive buffer's, so that a write past the size sent shows.
+  char* buffer(void* comm, size_t n, void** mh, int type = NCCL_PTR_HOST) {
+    bufs.push_back(std::make_unique<std::vector<char>>(n + 64, comm == sc ? (char)0x5A : kGuard));
+    char* p = bufs.back()->data();
+    EXPECT_EQ(ib->regMr(comm, p, n + 64, type, mh), ncclSuccess);
+    regs.push_back({comm, *mh});
+    return p;
+  }
+  // Tests req until it is done: "" (sizes filled), or what test() returned.
+  std::string wait(void* req, int* sizes, ncclResult_t* res = nullptr) {
+    long long deadline = netNowNs() + 10000000000LL;
+    int done = 0;
+    while (!done) {
+      ncclResult_t r = ib->test(req, &done, sizes);
+      if (res) *res = r;
+      if (r != ncclSuccess) return "test() returned " + std::to_string(r);
+      if (!done && netNowNs() > deadline) return "not done after 10 s";
+    }
+    return "";
+  }
+  // isend until it takes the message; meanwhile the receiver's request rr (when given) is
+  // tested, as NCCL progresses both ends: *rdone / rsizes say whether it finished.
+  void* isendNow(void* data, size_t size, int tag, void* mh, void* rr = nullptr, int* rdone = nullptr,
+                 int* rsizes = nullptr) {
+    void* req = nullptr;
+    long long deadline = netNowNs() + 10000000000LL;
+    while (req == nullptr && netNowNs() < deadline) {
+      EXPECT_EQ(ib->isend(sc, data, size, tag, mh, nullptr, &req), ncclSuccess);
+      if (rr && !*rdone) {
+        EXPECT_EQ(ib->test(rr, rdone, rsizes), ncclSuccess);
+      }
+      if (::testing::Test::HasFailure()) return nullptr;
+    }
+    return req;
+  }
+  // Moves count messages of msg bytes, window in flight, the receives posted first as NCCL
+  // does; before(k) runs before message k's receive. "" or what went wrong.
+  std::string stream(int count, size_t msg, int window, const std::function<void(int)>& before) {
+    std::vector<void*> smh(window), rmh(window);
+    std::vector<char*> src(window), dst(window);
+    for (int w = 0; w < window; w++) {
+      src[w] = buffer(sc, msg, &smh[w]);
+      dst[w] = buffer(rc, msg, &rmh[w]);
+    }
+    struct Slot {
+      void *rr = nullptr, *sr = nullptr;
+      bool rdone = false, sdone = false;
+      int k = -1;
+    };
+    std::vector<Slot> slots(window);
+    int nextRecv = 0, nextSend = 0, finished = 0;
+    long long deadline = netNowNs() + 20000000000LL;
+    while (finished < count) {
+      if (netNowNs() > deadline) return std::to_string(finished) + " of " + std::to_string(count) + " done at the deadline";
+      if (nextRecv < count && slots[nextRecv % window].k < 0) {
+        Slot& s = slots[nextRecv % window];
+        if (before) before(nextRecv);
+        s = Slot();
+        void* data = dst[nextRecv % window];
+        size_t size = msg;
+        int tag = 1;
+        memset(data, kGuard, msg + 64);
+        fill(src[nextRecv % window], msg, nextRecv);
+        ncclResult_t r = ib->irecv(rc, 1, &data, &size, &tag, &rmh[nextRecv % window], nullptr, &s.rr);
+        if (r != ncclSuccess) return "irecv " + std::to_string(nextRecv) + " returned " + std::to_string(r);
+        if (s.rr) s.k = nextRecv++;
+      }
+      if (nextSend < nextRecv) {
+        Slot& s = slots[nextSend % window];
+        ncclResult_t r = ib->isend(sc, src[nextSend % window], msg, 1, smh[nextSend % window], nullptr, &s.sr);
+        if (r != ncclSuccess) return "isend " + std::to_string(nextSend) + " returned " + std::to_string(r);
+        if (s.sr) nextSend++;
+      }
+      for (auto& s : slots) {
+        if (s.k < 0) continue;
+        int done = 0, got = -1;
+        if (s.sr && !s.sdone) {
+          ncclResult_t r = ib->test(s.sr, &done, nullptr);
+          if (r != ncclSuccess) return "send test " + std::to_string(s.k) + " returned " + std::to_string(r);
+          s.sdone = done;
+        }
+        if (!s.rdone) {
+          ncclResult_t r = ib->test(s.rr, &done, &got);
+          if (r != ncclSuccess) return "receive test " + std::to_string(s.k) + " returned " + std::to_string(r);
+          if (done) {
+            s.rdone = true;
+            if (got != (int)msg) return "message " + std::to_string(s.k) + " reported " + std::to_string(got) + " bytes";
+            std::string bad = check(dst[s.k % window], msg, s.k);
+            if (!bad.empty()) return bad;
+          }
+        }
+        if (s.rdone && s.sdone) {
+          s.k = -1;
+          finished++;
+        }
+      }
+    }
+    return "";
+  }
+  // The fake QPs of the test's comms on HCA name (not destroyed).
+  std::vector<FakeQp*> qpsOn(const char* name) {
+    std::vector<FakeQp*> v;
+    for (auto& q : N->qps)
+      if (!q.destroyed && q.hca->name == name) v.push_back(&q);
+    return v;
+  }
+  static int eventsAcked() {
+    std::lock_guard<std::mutex> g(W->evLock);
+    return W->acks;
+  }
+  static size_t bytesOn(const std::vector<FakeQp*>& qs) {
+    size_t n = 0;
+    for (auto* q : qs) n += q->bytes;
+    return n;
+  }
+};
+FakeWorld* IbDataPath::W;
+FakeNet* IbDataPath::N;
+struct railnetIbvSymbols IbDataPath::table;
+void* IbDataPath::ctx;
+ScopedEnv* IbDataPath::suiteEnv;
+TempDir* IbDataPath::sysfs;
+int IbDataPath::dev0 = -1, IbDataPath::dev1 = -1, IbDataPath::fused0 = -1, IbDataPath::fused1 = -1;
+
+// ---------------------------------------------------------------- plain p2p
+
+struct P2pCase {
+  const char* name;
+  const char* eager;  // RAILNET_IB_EAGER_SIZE (nullptr: the default, on)
+  const char* qps;    // NCCL_IB_QPS_PER_CONNECTION
+  const char* split;  // NCCL_IB_SPLIT_DATA_ON_QPS
+};
+class IbP2p : public IbDataPath, public ::testing::WithParamInterface<P2pCase> {};
+
+// Every size from 0 to just above 1 MiB (around the eager limit, the 128-byte chunk
+// alignment of split messages and page sizes), posted one at a time and 8 in flight: the
+// receiver gets every byte at its place, nothing beyond what was sent, and both ends report
+// the size sent.
+TEST_P(IbP2p, EverySizeEveryByte) {
+  const P2pCase& c = GetParam();
+  if (c.eager) env.set("RAILNET_IB_EAGER_SIZE", c.eager);
+  env.set("NCCL_IB_QPS_PER_CONNECTION", c.qps);
+  env.set("NCCL_IB_SPLIT_DATA_ON_QPS", c.split);
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  const size_t sizes[] = {0, 1, 7, 127, 128, 129, 255, 256, 4095, 4096, 4097, 8191, 65536 + 3, (1 << 20) + 5};
+  const int n = (int)(sizeof(sizes) / sizeof(sizes[0]));
+  std::vector<char*> src(n), dst(n);
+  std::vector<void*> smh(n), rmh(n);
+  for (int i = 0; i < n; i++) {
+    src[i] = buffer(sc, sizes[i], &smh[i]);
+    dst[i] = buffer(rc, sizes[i], &rmh[i]);
+    fill(src[i], sizes[i], i);
+  }
+  for (int round = 0; round < 2; round++) {  // one at a time, then all in flight
+    std::vector<void*> rr(n), sr(n);
+    std::vector<int> rdone(n), got(n, -1);
+    for (int i = 0; i < n; i++) {
+      memset(dst[i], kGuard, sizes[i] + 64);
+      void* d = dst[i];
+      size_t sz = sizes[i];
+      int tag = 7;
+      ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh[i], nullptr, &rr[i]), ncclSuccess);
+      ASSERT_NE(rr[i], nullptr) << "irecv " << i;
+      rdone[i] = 0;
+      sr[i] = isendNow(src[i], sizes[i], 7, smh[i], rr[i], &rdone[i], &got[i]);
+      ASSERT_NE(sr[i], nullptr) << "isend " << i << " of " << sizes[i] << " bytes\n" << LogCapture::all();
+      if (round == 0 || i == n - 1) {
+        for (int j = round == 0 ? i : 0; j <= i; j++) {
+          int sent = -1;
+          if (!rdone[j]) {
+            ASSERT_EQ(wait(rr[j], &got[j]), "") << "receive of " << sizes[j] << " bytes\n" << LogCapture::all();
+          }
+          ASSERT_EQ(wait(sr[j], &sent), "") << "send of " << sizes[j] << " bytes\n" << LogCapture::all();
+          EXPECT_EQ(got[j], (int)sizes[j]);
+          EXPECT_EQ(sent, (int)sizes[j]);
+          EXPECT_EQ(check(dst[j], sizes[j], j), "");
+          for (size_t g = sizes[j]; g < sizes[j] + 64; g++)
+            ASSERT_EQ(dst[j][g], kGuard) << "byte " << g << " past the " << sizes[j] << " sent was written";
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, IbP2p,
+                         ::testing::Values(P2pCase{"Eager", nullptr, "1", "0"}, P2pCase{"NoEager", "0", "1", "0"},
+                                           P2pCase{"TwoQpsRoundRobin", "0", "2", "0"},
+                                           P2pCase{"ThreeQpsSplit", "0", "3", "1"},
+                                           P2pCase{"EagerTwoQpsSplit", nullptr, "2", "1"}),
+                         [](const ::testing::TestParamInfo<P2pCase>& i) { return std::string(i.param.name); });
+
+// A stream of 64 messages through the 8-slot window wraps the fifo many times.
+TEST_F(IbDataPath, StreamWrapsTheFifo) {
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  ASSERT_EQ(stream(200, 3000 + 128 * 1024, 8, nullptr), "") << LogCapture::all();
+  ASSERT_EQ(stream(300, 100, 8, nullptr), "") << LogCapture::all();
+}
+
+// ---------------------------------------------------------------- multi-receive
+
+// One irecv of three buffers (tags 10, 11, 12), the isends in the reverse tag order: each
+// buffer gets the message of its tag, every byte, and its own size.
+TEST_F(IbDataPath, MultiRecvMatchesByTag) {
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  const size_t sizes[3] = {5000, 1, 70000};
+  char *src[3], *dst[3];
+  void *smh[3], *rmh[3], *sr[3];
+  void* data[3];
+  size_t posted[3];
+  int tags[3];
+  for (int i = 0; i < 3; i++) {
+    src[i] = buffer(sc, sizes[i], &smh[i]);
+    dst[i] = buffer(rc, sizes[i] + 100, &rmh[i]);
+    fill(src[i], sizes[i], 10 + i);
+    data[i] = dst[i];
+    posted[i] = sizes[i] + 100;  // more than is sent: the sizes say how much came
+    tags[i] = 10 + i;
+  }
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 3, data, posted, tags, rmh, nullptr, &rr), ncclSuccess);
+  ASSERT_NE(rr, nullptr);
+  int got[3] = {-1, -1, -1}, rdone = 0;
+  for (int i = 2; i >= 0; i--) {
+    sr[i] = isendNow(src[i], sizes[i], 10 + i, smh[i], rr, &rdone, got);
+    ASSERT_NE(sr[i], nullptr) << LogCapture::all();
+  }
+  if (!rdone) {
+    ASSERT_EQ(wait(rr, got), "") << LogCapture::all();
+  }
+  for (int i = 0; i < 3; i++) {
+    int sent = -1;
+    ASSERT_EQ(wait(sr[i], &sent), "");
+    EXPECT_EQ(sent, (int)sizes[i]);
+    EXPECT_EQ(got[i], (int)sizes[i]) << "buffer " << i;
+    EXPECT_EQ(check(dst[i], sizes[i], 10 + i), "") << "buffer " << i;
+    EXPECT_EQ(dst[i][sizes[i]], kGuard) << "buffer " << i;
+  }
+  // and plain receives after it still work (a multi-receive ends eager messages: eager.h)
+  void* d = dst[0];
+  size_t sz = sizes[0];
+  int tag = 3;
+  fill(src[0], sizes[0], 99);
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh[0], nullptr, &rr), ncclSuccess);
+  void* s = isendNow(src[0], sizes[0], 3, smh[0]);
+  ASSERT_EQ(wait(rr, got), "");
+  ASSERT_EQ(wait(s, nullptr), "");
+  EXPECT_EQ(check(dst[0], sizes[0], 99), "");
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// The send queue holds 32 WRs (NCCL_NET_MAX_REQUESTS) and a multi-receive of 8 takes 9 (a
+// write per buffer, the sizes record with the immediate): with the sender's QP stalled, isend
+// must stop posting when the next slot would not fit, also after many slots' completions
+// gave their credits back (the fake fails a post beyond max_send_wr with ENOMEM); released,
+// every byte arrives.
+TEST_F(IbDataPath, SendQueueCreditsHoldAtTheQueueDepth) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");  // (the first multi-receive would end them: see MultiRecv)
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  const int nb = 8, slots = 12;
+  const size_t size = 200;
+  void *smh, *rmh;
+  char* src = buffer(sc, nb * slots * size, &smh);
+  char* dst = buffer(rc, nb * slots * size, &rmh);
+  auto round = [&](int base, bool stalled) {
+    std::vector<void*> rr(slots), sr(nb * slots);
+    for (int k = 0; k < nb * slots; k++) fill(src + k * size, size, base + k);
+    memset(dst, kGuard, nb * slots * size);
+    if (stalled) N->stall = [](const FakeQp& q) { return q.hca->name == "fk0"; };
+    for (int m = 0; m < slots; m++) {
+      void* data[nb];
+      size_t sizes[nb];
+      int tags[nb];
+      void* mhs[nb];
+      for (int b = 0; b < nb; b++) {
+        data[b] = dst + (m * nb + b) * size;
+        sizes[b] = size;
+        tags[b] = b;
+        mhs[b] = rmh;
+      }
+      ASSERT_EQ(ib->irecv(rc, nb, data, sizes, tags, mhs, nullptr, &rr[m]), ncclSuccess);
+      ASSERT_NE(rr[m], nullptr);
+    }
+    // every isend is offered until taken; stalled, the slots that do not fit wait
+    int posted = 0;
+    for (int pass = 0; pass < 3 && posted < nb * slots; pass++)
+      for (int k = posted; k < nb * slots; k++) {
+        ASSERT_EQ(ib->isend(sc, src + k * size, size, k % nb, smh, nullptr, &sr[k]), ncclSuccess)
+            << "isend " << k << "\n" << LogCapture::all();
+        if (sr[k] == nullptr) break;
+        posted = k + 1;
+      }
+    if (stalled) {
+      EXPECT_LT(posted, nb * slots) << "every slot posted on a stalled QP of 32 WRs";
+      for (auto& q : N->qps)
+        if (!q.destroyed && q.hca->name == "fk0") {
+          EXPECT_LE(q.sq.size(), q.cap.max_send_wr);
+        }
+      N->stall = nullptr;
+    }
+    long long deadline = netNowNs() + 10000000000LL;
+    while (posted < nb * slots && netNowNs() < deadline) {
+      ASSERT_EQ(ib->isend(sc, src + posted * size, size, posted % nb, smh, nullptr, &sr[posted]), ncclSuccess);
+      if (sr[posted]) posted++;
+      else if (posted >= nb) {
+        int done = 0;  // completions give the send queue back
+        ASSERT_EQ(ib->test(sr[posted - nb], &done, nullptr), ncclSuccess);
+        if (done) sr[posted - nb] = nullptr;
+      }
+    }
+    ASSERT_EQ(posted, nb * slots);
+    for (int m = 0; m < slots; m++) {
+      int got[nb];
+      ASSERT_EQ(wait(rr[m], got), "") << LogCapture::all();
+      for (int b = 0; b < nb; b++) EXPECT_EQ(got[b], (int)size);
+    }
+    for (int k = 0; k < nb * slots; k++) {
+      if (sr[k]) {
+        ASSERT_EQ(wait(sr[k], nullptr), "");
+      }
+      ASSERT_EQ(check(dst + k * size, size, base + k), "");
+    }
+  };
+  for (int r = 0; r < 3; r++) round(r * 1000, false);  // 36 slots' credits given back
+  round(5000, true);
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// ---------------------------------------------------------------- eager
+
+// With eager messages (the default), a small isend goes before its irecv is posted and its
+// request is done without the receiver: the bytes wait in the receiver's ring until the
+// irecv takes them. Without (RAILNET_IB_EAGER_SIZE=0) the isend has to wait for the irecv.
+TEST_F(IbDataPath, EagerSendGoesBeforeTheReceive) {
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void *smh, *rmh;
+  const size_t n = 1000;
+  char* src = buffer(sc, n, &smh);
+  char* dst = buffer(rc, n, &rmh);
+  // the receiver's first small irecvs go through a clear-to-send (eager.h): warm up
+  for (int k = 0; k < 40; k++) {
+    fill(src, n, k);
+    void* d = dst;
+    size_t sz = n;
+    int tag = 0;
+    void* rr = nullptr;
+    ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+    void* sr = isendNow(src, n, 0, smh);
+    ASSERT_EQ(wait(sr, nullptr), "");
+    ASSERT_EQ(wait(rr, nullptr), "");
+    ASSERT_EQ(check(dst, n, k), "");
+  }
+  fill(src, n, 77);
+  void* sr = nullptr;
+  ASSERT_EQ(ib->isend(sc, src, n, 0, smh, nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr) << "an eager isend takes no clear-to-send";
+  ASSERT_EQ(wait(sr, nullptr), "");
+  memset(src, 0, n);  // the send is done: its buffer is the caller's again
+  memset(dst, kGuard, n + 64);
+  void* d = dst;
+  size_t sz = n + 64;
+  int tag = 0, got = -1;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  ASSERT_EQ(wait(rr, &got), "") << LogCapture::all();
+  EXPECT_EQ(got, (int)n);
+  EXPECT_EQ(check(dst, n, 77), "");
+  EXPECT_EQ(dst[n], kGuard);
+}
+
+TEST_F(IbDataPath, WithoutEagerTheSendWaitsForTheReceive) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void *smh, *rmh;
+  char* src = buffer(sc, 1000, &smh);
+  char* dst = buffer(rc, 1000, &rmh);
+  fill(src, 1000, 5);
+  void* sr = nullptr;
+  for (int i = 0; i < 100; i++) {
+    ASSERT_EQ(ib->isend(sc, src, 1000, 0, smh, nullptr, &sr), ncclSuccess);
+    ASSERT_EQ(sr, nullptr) << "no clear-to-send yet: isend must wait";
+  }
+  void* d = dst;
+  size_t sz = 1000;
+  int tag = 0;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  sr = isendNow(src, 1000, 0, smh);
+  ASSERT_EQ(wait(rr, nullptr), "");
+  ASSERT_EQ(wait(sr, nullptr), "");
+  EXPECT_EQ(check(dst, 1000, 5), "");
+}
+
+// ---------------------------------------------------------------- iflush
+
+// With a GPUDirect peer memory module (the suite's sysfs) a receive is flushed by an RDMA
+// read of its buffer through a QP connected to itself; the flush is done only when that
+// read completed. With NCCL_GDR_FLUSH_DISABLE=1 there is nothing to flush.
+TEST_F(IbDataPath, IflushReadsTheBufferAndWaitsForIt) {
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void *smh, *rmh;
+  char* src = buffer(sc, 70000, &smh);
+  char* dst = buffer(rc, 70000, &rmh);
+  fill(src, 70000, 3);
+  void* d = dst;
+  size_t sz = 70000;
+  int tag = 0, got = 0;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  void* sr = isendNow(src, 70000, 0, smh);
+  ASSERT_EQ(wait(rr, &got), "");
+  ASSERT_EQ(wait(sr, nullptr), "");
+  size_t readsBefore = 0;
+  for (auto* q : qpsOn("fk1")) readsBefore += q->reads;
+  void* fr = nullptr;
+  N->hold = true;  // the read does not happen yet: the flush is not done
+  ASSERT_EQ(ib->iflush(rc, 1, &d, &got, &rmh, &fr), ncclSuccess);
+  ASSERT_NE(fr, nullptr) << "a receive with GPUDirect is flushed";
+  int done = 1;
+  ASSERT_EQ(ib->test(fr, &done, nullptr), ncclSuccess);
+  EXPECT_EQ(done, 0) << "flush done before its read completed";
+  N->hold = false;
+  ASSERT_EQ(wait(fr, nullptr), "") << LogCapture::all();
+  size_t reads = 0;
+  for (auto* q : qpsOn("fk1")) reads += q->reads;
+  EXPECT_EQ(reads, readsBefore + 1) << "one RDMA read on the receiver's device";
+  // a flush of nothing received is no request
+  int zero = 0;
+  fr = nullptr;
+  ASSERT_EQ(ib->iflush(rc, 1, &d, &zero, &rmh, &fr), ncclSuccess);
+  EXPECT_EQ(fr, nullptr);
+}
+
+TEST_F(IbDataPath, NoFlushWhenDisabled) {
+  env.set("NCCL_GDR_FLUSH_DISABLE", "1");
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void* rmh;
+  char* dst = buffer(rc, 100, &rmh);
+  void* d = dst;
+  int got = 100;
+  void* fr = nullptr;
+  ASSERT_EQ(ib->iflush(rc, 1, &d, &got, &rmh, &fr), ncclSuccess);
+  EXPECT_EQ(fr, nullptr);
+}
+
+// ---------------------------------------------------------------- errors
+
+// One data write completes with an error: the sender's request fails with ncclRemoteError
+// after a WARN that names the status, the QP and the hint; the comm stays failed.
+TEST_F(IbDataPath, ErrorCompletionFailsTheRequestWithAWarn) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void *smh, *rmh;
+  char* src = buffer(sc, 5000, &smh);
+  char* dst = buffer(rc, 5000, &rmh);
+  // the sender's write with immediate (the data's last write) fails
+  N->failSend([](const FakeQp& q, const struct ibv_send_wr& w) { return q.hca->name == "fk0" && w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM; },
+              IBV_WC_REM_ACCESS_ERR);
+  void* d = dst;
+  size_t sz = 5000;
+  int tag = 0;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  void* sr = isendNow(src, 5000, 0, smh);
+  ASSERT_NE(sr, nullptr);
+  ncclResult_t res = ncclSuccess;
+  EXPECT_NE(wait(sr, nullptr, &res), "");
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_TRUE(LogCapture::contains("status=remote access error(10)", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("HINT: the peer refused the RDMA access", NCCL_LOG_WARN)) << LogCapture::all();
+  // the receiver's QP failed with it (the responder saw the bad access): its receive fails too
+  res = ncclSuccess;
+  EXPECT_NE(wait(rr, nullptr, &res), "");
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_TRUE(LogCapture::contains("status=Work Request Flushed Error(5)", NCCL_LOG_WARN)) << LogCapture::all();
+  void* again = nullptr;
+  EXPECT_EQ(ib->isend(sc, src, 10, 0, smh, nullptr, &again), ncclRemoteError);
+  EXPECT_EQ(again, nullptr);
+}
+
+// Every packet of the path lost (a single-device comm, no failover): the write ends in
+// IBV_WC_RETRY_EXC_ERR and the request fails, with the retry hint.
+TEST_F(IbDataPath, DroppedPacketsEndInRetryExceeded) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void *smh, *rmh;
+  char* src = buffer(sc, 5000, &smh);
+  char* dst = buffer(rc, 5000, &rmh);
+  void* d = dst;
+  size_t sz = 5000;
+  int tag = 0;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  N->drop(&W->hcas[1], 1);  // after the clear-to-send landed
+  void* sr = isendNow(src, 5000, 0, smh);
+  ASSERT_NE(sr, nullptr);
+  ncclResult_t res = ncclSuccess;
+  EXPECT_NE(wait(sr, nullptr, &res), "");
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_TRUE(LogCapture::contains("status=transport retry counter exceeded(12)", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("HINT: the peer did not acknowledge", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// ibv_post_send fails (ENOMEM): isend fails with ncclSystemError after ibvwrap's WARN.
+TEST_F(IbDataPath, PostSendFailureFailsTheIsend) {
+  env.set("RAILNET_IB_EAGER_SIZE", "0");
+  LogCapture log;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  void *smh, *rmh;
+  char* src = buffer(sc, 5000, &smh);
+  char* dst = buffer(rc, 5000, &rmh);
+  void* d = dst;
+  size_t sz = 5000;
+  int tag = 0;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  N->failPostSend([](const FakeQp& q, const struct ibv_send_wr&) { return q.hca->name == "fk0"; }, ENOMEM);
+  ncclResult_t res = ncclSuccess;
+  void* sr = nullptr;
+  for (int i = 0; i < 1000 && res == ncclSuccess && sr == nullptr; i++) res = ib->isend(sc, src, 5000, 0, smh, nullptr, &sr);
+  EXPECT_EQ(res, ncclSystemError);
+  EXPECT_TRUE(LogCapture::contains("ibv_post_send() failed with error Cannot allocate memory", NCCL_LOG_WARN))
+      << LogCapture::all();
+}
+
+// ---------------------------------------------------------------- port failover
+
+class IbFailover : public IbDataPath {
+ protected:
+  // The sender's INFO at the end of a failover says it replayed one chunk or more.
+  static bool replayedSome() {
+    for (auto& l : LogCapture::lines()) {
+      size_t at = l.msg.find(" chunk(s) replayed");
+      if (at == std::string::npos || l.msg.find("done: ") == std::string::npos) continue;
+      size_t from = l.msg.find("done: ") + 6;
+      if (atoi(l.msg.c_str() + from) > 0) return true;
+    }
+    return false;
+  }
+  void SetUp() override {
+    IbDataPath::SetUp();
+    env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", "1");
+    env.set("RAILNET_IB_PATH_PROBE_INTERVAL", "0");  // the data QPs' completions tell
+    env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", "0");
+  }
+  // 48 messages of 64 KiB + 3 bytes over the fused pair, 4 in flight (message k on QP k % 2:
+  // odd ones on fk2); fault(k) before messages 12, 13 and 14.
+  void run(const std::function<void(int)>& fault, bool expectFailover, const char* warned = "port failover: fk") {
+    LogCapture log;
+    connect(fused0, fused1);
+    ASSERT_NE(sc, nullptr);
+    auto second = qpsOn("fk2"), first = qpsOn("fk0");
+    ASSERT_FALSE(second.empty());
+    ASSERT_FALSE(first.empty());
+    size_t firstBefore = 0;
+    std::string err = stream(48, 65536 + 3, 4, [&](int k) {
+      if (k == 12) firstBefore = bytesOn(first);
+      if (k >= 12 && k <= 14) fault(k);
+    });
+    if (!expectFailover) {
+      EXPECT_NE(err, "") << "without failover the comm fails";
+      EXPECT_TRUE(LogCapture::contains("status=transport retry counter exceeded", NCCL_LOG_WARN)) << LogCapture::all();
+      return;
+    }
+    ASSERT_EQ(err, "") << LogCapture::all();
+    EXPECT_TRUE(LogCapture::contains(warned, NCCL_LOG_WARN)) << LogCapture::all();
+    for (auto* q : second) EXPECT_EQ(q->state, IBV_QPS_ERR) << "fk2's QP " << q->qp.qp_num;
+    // the 36 messages after the fault went over fk0 (and what was replayed)
+    EXPECT_GE(bytesOn(first) - firstBefore, (size_t)36 * (65536 + 3)) << "traffic after the fault on fk0";
+  }
+};
+
+// fk2's path drops every packet from message 12 on: its QP's writes end in
+// IBV_WC_RETRY_EXC_ERR, the comm fails over to fk0 and every byte of every message arrives.
+TEST_F(IbFailover, DroppedPathFailsOverEveryByteArrives) {
+  run([&](int k) {
+    if (k == 12) N->drop(&W->hcas[2], 1);
+  }, true);
+}
+
+// The wire stops when message 13's data write is posted on fk2, and fk2's path drops every
+// packet before message 14: that write is lost in flight, and the sender replays its chunk
+// on fk0 (the receiver's completion records or its answer say it did not arrive).
+TEST_F(IbFailover, WritesLostInFlightAreReplayed) {
+  run([&](int k) {
+    if (k == 12)
+      N->holdAtPost([](const FakeQp& q, const struct ibv_send_wr& w) {
+        return q.hca->name == "fk2" && w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      });
+    if (k == 14) {
+      EXPECT_TRUE(N->hold) << "message 13's write was not posted before message 14's receive";
+      EXPECT_GT(N->pendingSends(), 0) << "writes in flight when the path goes";
+      N->drop(&W->hcas[2], 1);
+      N->hold = false;
+    }
+  }, true);
+  EXPECT_TRUE(replayedSome()) << LogCapture::all();
+}
+
+// fk3 (the receiver's second device) goes DOWN with an async event: the same.
+TEST_F(IbFailover, PortDownEventFailsOver) {
+  run([&](int k) {
+    if (k != 12) return;
+    int acks = eventsAcked();
+    N->portDown(&W->hcas[3], 1);
+    // the transport's event thread has taken the event in (it acks after counting it)
+    long long deadline = netNowNs() + 10000000000LL;
+    while (eventsAcked() == acks && netNowNs() < deadline) std::this_thread::yield();
+    ASSERT_GT(eventsAcked(), acks) << "the async event thread did not read the event";
+  }, true, "port failover: fk3:1 lost its path");
+  EXPECT_TRUE(LogCapture::contains("fk3:1 Got non-fatal async event", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// Error completions on fk2's QP (a local QP operation error), no packet lost otherwise.
+TEST_F(IbFailover, ErrorCompletionFailsOver) {
+  run([&](int k) {
+    if (k == 12)
+      N->failSend([](const FakeQp& q, const struct ibv_send_wr&) { return q.hca->name == "fk2"; }, IBV_WC_LOC_QP_OP_ERR);
+  }, true, "port failover: fk2:1 lost its path");
+  EXPECT_TRUE(LogCapture::contains("status=local QP operation error(2)", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(replayedSome()) << "the data write that failed is written again\n" << LogCapture::all();
+}
+
+// The same drop without failover: the comm fails.
+TEST_F(IbFailover, WithoutFailoverTheCommFails) {
+  env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER", "0");
+  run([&](int k) {
+    if (k == 12) N->drop(&W->hcas[2], 1);
+  }, false);
+}
+
+}  // namespace
