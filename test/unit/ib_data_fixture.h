@@ -138,6 +138,20 @@ class IbDataPath : public ::testing::Test {
     ASSERT_EQ(ib->listen(ctx, rdev, handle, &lc), ncclSuccess);
     ASSERT_TRUE(netConnectPair(ib, ctx, sdev, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
   }
+  // Connects fk0 -> fk1 and posts one receive of n bytes (tag 0): the receive's request
+  // (nullptr on failure), and in *src / *smh a registered send buffer of n bytes.
+  void* connectWithOneReceive(size_t n, char** src, void** smh) {
+    connect(dev0, dev1);
+    if (sc == nullptr || rc == nullptr) return nullptr;
+    void* rmh;
+    *src = buffer(sc, n, smh);
+    void* d = buffer(rc, n, &rmh);
+    size_t sz = n;
+    int tag = 0;
+    void* rr = nullptr;
+    EXPECT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+    return rr;
+  }
   // A buffer of n bytes (+ 64 guard bytes, also registered) on comm. A send buffer's guard
   // bytes differ from a receive buffer's, so that a write past the size sent shows.
   char* buffer(void* comm, size_t n, void** mh, int type = NCCL_PTR_HOST) {

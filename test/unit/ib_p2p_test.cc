@@ -382,16 +382,10 @@ TEST_F(IbDataPath, ErrorCompletionFailsTheRequestWithAWarn) {
 TEST_F(IbDataPath, DroppedPacketsEndInRetryExceeded) {
   env.set("RAILNET_IB_EAGER_SIZE", "0");
   LogCapture log;
-  connect(dev0, dev1);
-  ASSERT_NE(sc, nullptr);
-  void *smh, *rmh;
-  char* src = buffer(sc, 5000, &smh);
-  char* dst = buffer(rc, 5000, &rmh);
-  void* d = dst;
-  size_t sz = 5000;
-  int tag = 0;
-  void* rr = nullptr;
-  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  void* smh = nullptr;
+  char* src = nullptr;
+  void* rr = connectWithOneReceive(5000, &src, &smh);
+  ASSERT_NE(rr, nullptr);
   N->drop(&W->hcas[1], 1);  // after the clear-to-send landed
   void* sr = isendNow(src, 5000, 0, smh);
   ASSERT_NE(sr, nullptr);
@@ -406,16 +400,10 @@ TEST_F(IbDataPath, DroppedPacketsEndInRetryExceeded) {
 TEST_F(IbDataPath, PostSendFailureFailsTheIsend) {
   env.set("RAILNET_IB_EAGER_SIZE", "0");
   LogCapture log;
-  connect(dev0, dev1);
-  ASSERT_NE(sc, nullptr);
-  void *smh, *rmh;
-  char* src = buffer(sc, 5000, &smh);
-  char* dst = buffer(rc, 5000, &rmh);
-  void* d = dst;
-  size_t sz = 5000;
-  int tag = 0;
-  void* rr = nullptr;
-  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  void* smh = nullptr;
+  char* src = nullptr;
+  void* rr = connectWithOneReceive(5000, &src, &smh);
+  ASSERT_NE(rr, nullptr);
   N->failPostSend([](const FakeQp& q, const struct ibv_send_wr&) { return q.hca->name == "fk0"; }, ENOMEM);
   ncclResult_t res = ncclSuccess;
   void* sr = nullptr;

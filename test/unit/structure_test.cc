@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -166,6 +167,20 @@ TEST(Structure, ToolsIncludeNoTransportInternalsNorTestSeams) {
   }
 }
 
+// Calls f(path, line number, the line without comments and literals, the line) for every line
+// of the .c and .h files under dir (relative to the repository root).
+void forEachCodeLine(const std::string& dir, const std::function<void(const std::string&, size_t, const std::string&,
+                                                                      const std::string&)>& f) {
+  std::vector<std::string> files;
+  listFiles(dir, {".c", ".h"}, &files);
+  ASSERT_GT(files.size(), 20u) << "run from the repository root";
+  for (auto& path : files) {
+    bool inComment = false;
+    std::vector<std::string> lines = readLines(path);
+    for (size_t n = 0; n < lines.size(); n++) f(path, n + 1, stripLine(lines[n], &inComment), lines[n]);
+  }
+}
+
 // Every wr_id and immediate layout of the IB data path lives in net_ib/wrid.h, with its
 // encode and decode functions: no other file takes a wr_id apart with bit operations, nor
 // defines a wr_id or immediate flag of its own.
@@ -173,26 +188,18 @@ TEST(Structure, WrIdAndImmediateLayoutsLiveInWridH) {
   std::regex bitOp("\\bwr_id\\s*(&|\\||>>|<<|%)[^&|]|\\bwr_id\\s*=\\s*\\(uint64_t\\)");
   std::regex flagDef("#\\s*define\\s+RAILNET_IB_(EAGER_(IMM|WR|RTS|RTS_SMALL|MARK|CLOSE|COPY|FO_WR|FO_BITS|FOLD_SHIFT)|"
                      "FO_(READ|PROBE|ALIVE|CTS_REWRITE)|WRID_\\w+)\\b");
-  std::vector<std::string> files;
-  listFiles("src/transport/net_ib", {".c", ".h"}, &files);
-  ASSERT_GT(files.size(), 20u) << "run from the repository root";
   int flagsInWridH = 0;
-  for (auto& path : files) {
-    bool inComment = false;
-    std::vector<std::string> lines = readLines(path);
-    bool wrid = endsWith(path, "/wrid.h");
-    for (size_t n = 0; n < lines.size(); n++) {
-      std::string code = stripLine(lines[n], &inComment);
-      if (wrid) {
-        flagsInWridH += std::regex_search(code, flagDef);
-        continue;
-      }
-      EXPECT_FALSE(std::regex_search(code, bitOp))
-          << path << ":" << n + 1 << " builds or takes apart a wr_id itself: use wrid.h's functions (" << lines[n] << ")";
-      EXPECT_FALSE(std::regex_search(code, flagDef))
-          << path << ":" << n + 1 << " defines a wr_id or immediate flag: it belongs in wrid.h (" << lines[n] << ")";
+  forEachCodeLine("src/transport/net_ib", [&](const std::string& path, size_t n, const std::string& code,
+                                              const std::string& line) {
+    if (endsWith(path, "/wrid.h")) {
+      flagsInWridH += std::regex_search(code, flagDef);
+      return;
     }
-  }
+    EXPECT_FALSE(std::regex_search(code, bitOp))
+        << path << ":" << n << " builds or takes apart a wr_id itself: use wrid.h's functions (" << line << ")";
+    EXPECT_FALSE(std::regex_search(code, flagDef))
+        << path << ":" << n << " defines a wr_id or immediate flag: it belongs in wrid.h (" << line << ")";
+  });
   EXPECT_GE(flagsInWridH, 15) << "wrid.h no longer defines the flags this test looks for: update its list";
 }
 
@@ -200,66 +207,37 @@ TEST(Structure, WrIdAndImmediateLayoutsLiveInWridH) {
 // functions. Every other file asks them (railnetIbQpRoom) or tells them (Posted, Retired).
 TEST(Structure, SendQueueCreditsChangeInTheQpModuleOnly) {
   std::regex named("\\bsqPosted\\b");
-  std::vector<std::string> files;
-  listFiles("src", {".c", ".h"}, &files);
-  ASSERT_GT(files.size(), 20u) << "run from the repository root";
   int inQpH = 0;
-  for (auto& path : files) {
-    bool inComment = false;
-    std::vector<std::string> lines = readLines(path);
-    for (size_t n = 0; n < lines.size(); n++) {
-      std::string code = stripLine(lines[n], &inComment);
-      if (!std::regex_search(code, named)) continue;
-      if (path == "src/transport/net_ib/qp.h") {
-        inQpH++;
-        continue;
-      }
-      bool declaration = path == "src/transport/net_ib/comm.h" && code.find("int sqPosted;") != std::string::npos;
-      EXPECT_TRUE(declaration) << path << ":" << n + 1 << " touches a QP's send-queue credits itself: use qp.h's "
-                               << "railnetIbQpRoom / Posted / Retired (" << lines[n] << ")";
+  forEachCodeLine("src", [&](const std::string& path, size_t n, const std::string& code, const std::string& line) {
+    if (!std::regex_search(code, named)) return;
+    if (path == "src/transport/net_ib/qp.h") {
+      inQpH++;
+      return;
     }
-  }
+    bool declaration = path == "src/transport/net_ib/comm.h" && code.find("int sqPosted;") != std::string::npos;
+    EXPECT_TRUE(declaration) << path << ":" << n << " touches a QP's send-queue credits itself: use qp.h's "
+                             << "railnetIbQpRoom / Posted / Retired (" << line << ")";
+  });
   EXPECT_GE(inQpH, 3) << "qp.h no longer holds the credit functions";
 }
 
 // Port failover's state (struct railnetIbFailover) is read and written by the failover files
-// only; the rest of the data path goes through failover.h's hooks (failover_hooks.c).
-TEST(Structure, FailoverStateIsTouchedByTheFailoverFilesOnly) {
-  std::regex field("\\bfo\\s*->");
-  std::regex owner("/(failover|failover_state|failover_msg|failover_hooks|records|recovery|probe)\\.[ch]$");
-  std::vector<std::string> files;
-  listFiles("src", {".c", ".h"}, &files);
-  ASSERT_GT(files.size(), 20u) << "run from the repository root";
+// only; the rest of the data path goes through failover.h's hooks (failover_hooks.c). The eager
+// state (struct railnetIbEager) is the eager files' (eager*.c, eager*.h) in the same way.
+TEST(Structure, FailoverAndEagerStateAreTouchedByTheirOwnFilesOnly) {
+  std::regex foField("\\bfo\\s*->"), eagerField("\\beager\\s*->");
+  std::regex foOwner("/(failover|failover_state|failover_msg|failover_hooks|records|recovery|probe)\\.[ch]$");
   int inOwners = 0;
-  for (auto& path : files) {
-    bool inComment = false, own = std::regex_search(path, owner);
-    std::vector<std::string> lines = readLines(path);
-    for (size_t n = 0; n < lines.size(); n++) {
-      bool hit = std::regex_search(stripLine(lines[n], &inComment), field);
-      inOwners += own && hit;
-      EXPECT_TRUE(own || !hit) << path << ":" << n + 1 << " reads or writes the failover struct: add or use a hook "
-                               << "of failover.h (" << lines[n] << ")";
-    }
-  }
+  forEachCodeLine("src", [&](const std::string& path, size_t n, const std::string& code, const std::string& line) {
+    bool own = std::regex_search(path, foOwner), hit = std::regex_search(code, foField);
+    inOwners += own && hit;
+    EXPECT_TRUE(own || !hit) << path << ":" << n << " reads or writes the failover struct: add or use a hook "
+                             << "of failover.h (" << line << ")";
+    bool eagerOwn = path.find("/net_ib/eager") != std::string::npos;
+    EXPECT_TRUE(eagerOwn || !std::regex_search(code, eagerField))
+        << path << ":" << n << " reads or writes the eager struct: add or use a function of eager.h (" << line << ")";
+  });
   EXPECT_GT(inOwners, 50) << "the failover files no longer use the struct through 'fo->': update this test";
-}
-
-// The eager state (struct railnetIbEager) is the eager files' (eager*.c, eager*.h): the rest of
-// the data path asks eager.h's functions.
-TEST(Structure, EagerStateIsTouchedByTheEagerFilesOnly) {
-  std::regex field("\\beager\\s*->");
-  std::vector<std::string> files;
-  listFiles("src", {".c", ".h"}, &files);
-  ASSERT_GT(files.size(), 20u) << "run from the repository root";
-  for (auto& path : files) {
-    if (path.find("/net_ib/eager") != std::string::npos) continue;
-    bool inComment = false;
-    std::vector<std::string> lines = readLines(path);
-    for (size_t n = 0; n < lines.size(); n++)
-      EXPECT_FALSE(std::regex_search(stripLine(lines[n], &inComment), field))
-          << path << ":" << n + 1 << " reads or writes the eager struct: add or use a function of eager.h ("
-          << lines[n] << ")";
-  }
 }
 
 TEST(Structure, FilesAreSmall) {
