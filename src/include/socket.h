@@ -180,6 +180,10 @@ ncclResult_t ncclSocketClose(struct ncclSocket* sock);
 /* Whether the peer closed its end (end of stream or a reset), without blocking and without
  * taking any byte: 1 gone, 0 alive or bytes are waiting to be read. */
 int railnetSocketPeerGone(const struct ncclSocket* sock);
+/* An accepted connection whose setup (the handshake and what the transport reads after it)
+ * is not done RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC after it was accepted: 1, and that time in
+ * *ms; the transport drops it and goes on listening. */
+int railnetSocketAcceptExpired(const struct ncclSocket* sock, int64_t* ms);
 /* Ends this side's sending (the peer reads end of stream) and keeps the socket open: a comm
  * that failed tells its peer so, which then fails too instead of waiting. */
 void railnetSocketShutdownSend(struct ncclSocket* sock);

@@ -34,7 +34,8 @@ static const railnetParam socketParams[] = {
     [P_MAGIC] = RAILNET_PARAM_STR_DEF("NCCL_SOCKET_MAGIC", NULL,
                                       "Handshake magic both ends must share (default: NCCL's built-in value)"),
     [P_ACCEPT_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", 10000, 1, 3600000,
-                                               "An accepted connection that sends no handshake in this time is dropped"),
+                                               "An accepted connection whose handshake, and the setup the transport reads after "
+                                               "it, is not done in this time is dropped"),
 };
 RAILNET_PARAM_TABLE("socket", socketParams);
 
@@ -692,6 +693,11 @@ ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size) {
     return ncclInternalError;
   }
   return socketWait(NCCL_SOCKET_RECV, sock, ptr, size);
+}
+
+int railnetSocketAcceptExpired(const struct ncclSocket* sock, int64_t* ms) {
+  *ms = railnetParamInt(&socketParams[P_ACCEPT_TIMEOUT]);
+  return railnetClockNs() - sock->acceptStartNs > (uint64_t)*ms * 1000000ull;
 }
 
 int railnetSocketPeerGone(const struct ncclSocket* sock) {

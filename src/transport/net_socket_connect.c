@@ -236,6 +236,15 @@ ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDevic
       lc->pendingActive = 0;
       continue;
     }
+    int64_t ms = 0;
+    if (lc->pendingIdxOffset < (int)sizeof(lc->pendingIdx) && railnetSocketAcceptExpired(&lc->pending, &ms)) {
+      WARN("NET/Socket : connection from %s did not say which socket it is within %lld ms of connecting "
+           "(RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); dropped it, still listening",
+           ncclSocketToString(&lc->pending.addr, a, 1), (long long)ms);
+      ncclSocketClose(&lc->pending);
+      lc->pendingActive = 0;
+      continue;
+    }
     if (lc->pendingIdxOffset < (int)sizeof(lc->pendingIdx)) return ncclSuccess;
     int idx = lc->pendingIdx;
     struct ncclSocket* slot = idx == c->nSocks ? &c->ctrl : (idx >= 0 && idx < c->nSocks ? &c->socks[idx] : NULL);

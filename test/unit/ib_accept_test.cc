@@ -76,4 +76,29 @@ TEST_F(IbEdges, MetadataThatFailsSetupDropsTheConnectionNotTheListener) {
   EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
 }
 
+// A stranger (or a peer host that died mid-setup) that passes the handshake, sends part of its
+// metadata and goes silent is dropped RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC after it connected,
+// with a WARN; the real peer behind it connects. Before, it held accept for ever.
+TEST_F(IbEdges, ASilentPeerMidSetupIsDroppedAtTheAcceptTimeout) {
+  env.set("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", "300");
+  LogCapture log;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
+  struct ncclIbHandle h;
+  memcpy(&h, handle, sizeof(h));
+  struct ncclSocket stranger;
+  ASSERT_EQ(ncclSocketInit(&stranger, &h.connectAddr, h.socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
+  ASSERT_EQ(ncclSocketConnect(&stranger), ncclSuccess);
+  char part[100];
+  memset(part, 0, sizeof(part));
+  ASSERT_EQ(ncclSocketSend(&stranger, part, (int)sizeof(part)), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, dev0, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("sent 100 of " + std::to_string(sizeof(struct ncclIbConnectionMetadata)) +
+                                       " bytes of its connection metadata within 300 ms",
+                                   NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
+  ncclSocketClose(&stranger);
+}
+
 }  // namespace

@@ -157,14 +157,31 @@ TEST_F(NetSocketPeer, BadOrTruncatedHandshakesAreDropped) {
   EXPECT_TRUE(LogCapture::contains("socket type 1", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("closed before its handshake")) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("closed before it said which socket it is")) << LogCapture::all();
-  // the silent half-index peer holds the accept slot until it is gone: the real peer
-  // comes after it, so close it (as a dead peer's kernel would)
+  // the silent half-index peer holds the accept slot until it is gone or its accept timeout
+  // passed (ASilentPeerAfterTheHandshakeIsDroppedAtTheAcceptTimeout): close it, as a dead
+  // peer's kernel would
   close(halfIdx);
   fds.erase(std::find(fds.begin(), fds.end(), halfIdx));
   int fd;
   void* rc = peerComm(&fd);
   ASSERT_NE(rc, nullptr) << LogCapture::all();
   EXPECT_LT((netNowNs() - t0) / 1e9, 8.0);
+  net()->closeRecv(rc);
+}
+
+// A peer that does the handshake, sends half its socket index and goes silent (a stranger, or
+// a host that died mid-connect) is dropped RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC (500 here) after
+// it connected, with a WARN, and the real peer queued behind it is accepted. Before, it held
+// accept for ever.
+TEST_F(NetSocketPeer, ASilentPeerAfterTheHandshakeIsDroppedAtTheAcceptTimeout) {
+  LogCapture log;
+  int halfIdx = raw(hello(0).substr(0, 14));
+  raw(hello(0));  // the real peer, behind it in the listen queue
+  void* rc = acceptFor(10000);
+  ASSERT_NE(rc, nullptr) << LogCapture::all();
+  EXPECT_TRUE(closedByServer(halfIdx, 1000));
+  EXPECT_TRUE(LogCapture::contains("did not say which socket it is within 500 ms of connecting", NCCL_LOG_WARN))
+      << LogCapture::all();
   net()->closeRecv(rc);
 }
 

@@ -188,6 +188,18 @@ static void acceptDrop(struct ncclIbListenComm* lc) {
   lc->stage = NULL;
 }
 
+/* The connection being accepted has moved `got` of `want` bytes of `what`: wait for more, or,
+ * once its setup outlived RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC from its accept, drop it (a
+ * stranger that went silent, a peer host that died mid-setup) and keep listening. */
+static ncclResult_t acceptWait(struct ncclIbListenComm* lc, const char* peer, const char* what, int got, size_t want) {
+  int64_t ms = 0;
+  if (!railnetSocketAcceptExpired(&lc->stage->comm->sock, &ms)) return ncclSuccess;
+  WARN("NET/IB : %s sent %d of %zu bytes of %s within %lld ms of connecting (RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); "
+       "dropped it, still listening", peer, got, want, what, (long long)ms);
+  acceptDrop(lc);
+  return ncclSuccess;
+}
+
 ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_t** recvDevComm) {
   struct ncclIbListenComm* lc = (struct ncclIbListenComm*)listenComm;
   if (lc == NULL || recvComm == NULL) return ncclInvalidArgument;
@@ -232,7 +244,8 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         continue;
       }
-      if (st->offset < (int)sizeof(st->remote)) return ncclSuccess;
+      if (st->offset < (int)sizeof(st->remote)) return acceptWait(lc, peer, "its connection metadata", st->offset,
+                                                                 sizeof(st->remote));
       if (railnetIbCheckMetadata(&st->remote, peer, 0) != ncclSuccess) {
         WARN("NET/IB : refused the connection from %s; still listening", peer);
         acceptDrop(lc);
@@ -260,7 +273,9 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         continue;
       }
-      if (st->offset < (int)sizeof(st->local)) return ncclSuccess;
+      if (st->offset < (int)sizeof(st->local))
+        return acceptWait(lc, peer, "this side's connection metadata (it stopped reading)", st->offset,
+                          sizeof(st->local));
       st->link.state = STAGE_RECV_READY;
       st->offset = 0;
     }
@@ -271,7 +286,8 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         continue;
       }
-      if (st->offset < (int)sizeof(st->ready)) return ncclSuccess;
+      if (st->offset < (int)sizeof(st->ready)) return acceptWait(lc, peer, "its ready flag", st->offset,
+                                                                sizeof(st->ready));
       if (st->ready != 1) {
         WARN("NET/IB : peer %s sent %d instead of its ready flag; refused it", peer, st->ready);
         acceptDrop(lc);
