@@ -184,6 +184,8 @@ int railnetSocketPeerGone(const struct ncclSocket* sock);
  * is not done RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC after it was accepted: 1, and that time in
  * *ms; the transport drops it and goes on listening. */
 int railnetSocketAcceptExpired(const struct ncclSocket* sock, int64_t* ms);
+/* RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC: how long an accepted connection's setup step may wait. */
+int64_t railnetSocketAcceptTimeoutMs(void);
 /* Ends this side's sending (the peer reads end of stream) and keeps the socket open: a comm
  * that failed tells its peer so, which then fails too instead of waiting. */
 void railnetSocketShutdownSend(struct ncclSocket* sock);

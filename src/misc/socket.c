@@ -695,8 +695,10 @@ ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size) {
   return socketWait(NCCL_SOCKET_RECV, sock, ptr, size);
 }
 
+int64_t railnetSocketAcceptTimeoutMs(void) { return railnetParamInt(&socketParams[P_ACCEPT_TIMEOUT]); }
+
 int railnetSocketAcceptExpired(const struct ncclSocket* sock, int64_t* ms) {
-  *ms = railnetParamInt(&socketParams[P_ACCEPT_TIMEOUT]);
+  *ms = railnetSocketAcceptTimeoutMs();
   return railnetClockNs() - sock->acceptStartNs > (uint64_t)*ms * 1000000ull;
 }
 

@@ -185,9 +185,10 @@ void forEachCodeLine(const std::string& dir, const std::function<void(const std:
 // encode and decode functions: no other file takes a wr_id apart with bit operations, nor
 // defines a wr_id or immediate flag of its own.
 TEST(Structure, WrIdAndImmediateLayoutsLiveInWridH) {
-  std::regex bitOp("\\bwr_id\\s*(&|\\||>>|<<|%)[^&|]|\\bwr_id\\s*=\\s*\\(uint64_t\\)");
+  std::regex bitOp("\\bwr_id\\s*(&|\\||>>|<<|%)[^&|]|\\bwr_id\\s*=\\s*(\\(uint64_t\\)|RAILNET_IB_|\\w+\\s*[|&])|"
+                    "[^&|][&|]\\s*\\w+(->|\\.)wr_id\\b|\\bimm\\w*\\s*(>>|<<|&\\s*0x)");
   std::regex flagDef("#\\s*define\\s+RAILNET_IB_(EAGER_(IMM|WR|RTS|RTS_SMALL|MARK|CLOSE|COPY|FO_WR|FO_BITS|FOLD_SHIFT)|"
-                     "FO_(READ|PROBE|ALIVE|CTS_REWRITE)|WRID_\\w+)\\b");
+                     "FO_(READ|PROBE|ALIVE|CTS_REWRITE)|EAGER_FO_MASK|WRID_\\w+)\\b");
   int flagsInWridH = 0;
   forEachCodeLine("src/transport/net_ib", [&](const std::string& path, size_t n, const std::string& code,
                                               const std::string& line) {

@@ -88,10 +88,17 @@ static ncclResult_t reportWcError(struct ncclIbNetCommBase* base, int d, const s
     snprintf(what, sizeof(what), "port failover %s write", kind == RAILNET_IB_SWR_FO_PROBE ? "path probe" : "alive");
   else if (base->isSend && kind == RAILNET_IB_SWR_EAGER)
     snprintf(what, sizeof(what), "eager message write");
-  else if (base->isSend)
-    snprintf(what, sizeof(what), "data RDMA write of fifo slot %llu", (unsigned long long)wc->wr_id);
+  else if (base->isSend) {
+    int slot, chunk;
+    unsigned ends;
+    (void)railnetIbWrIdDataDecode(wc->wr_id, &slot, &chunk, &ends);
+    snprintf(what, sizeof(what), "data RDMA write of fifo slot %d (chunk %d)", slot, chunk);
+  } else if (wc->wr_id == RAILNET_IB_WRID_PREPOSTED)
+    snprintf(what, sizeof(what), "pre-posted receive");
+  else if (railnetIbSendWrKind(wc->wr_id) == RAILNET_IB_SWR_EAGER)
+    snprintf(what, sizeof(what), "eager credit write");
   else
-    snprintf(what, sizeof(what), "receive or clear-to-send write of fifo slot %llu", (unsigned long long)wc->wr_id);
+    snprintf(what, sizeof(what), "receive or clear-to-send write of fifo slot %d", railnetIbWrIdCtsSlot(wc->wr_id));
   WARN("NET/IB : Got completion from peer %s with status=%s(%d) vendor_err=%u for the %s on qp_num=%u of %s:%d "
        "(%s comm, localGid %s remoteGid %s)",
        railnetIbPeerStr(base, peer), wrap_ibv_wc_status_str(wc->status), wc->status, wc->vendor_err, what,

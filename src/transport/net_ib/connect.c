@@ -39,6 +39,7 @@ struct ncclIbCommStage {
   struct ncclIbHandle handle;          /* connector: what the handle held */
   int offset;
   int ready;
+  uint64_t stageNs;                    /* acceptor: when the step waiting on the peer began */
   struct ncclIbNetCommBase* comm;
   struct ncclIbConnectionMetadata local, remote;
 };
@@ -188,15 +189,38 @@ static void acceptDrop(struct ncclIbListenComm* lc) {
   lc->stage = NULL;
 }
 
-/* The connection being accepted has moved `got` of `want` bytes of `what`: wait for more, or,
- * once its setup outlived RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC from its accept, drop it (a
- * stranger that went silent, a peer host that died mid-setup) and keep listening. */
+/* A step of the accept that waits on the peer begins. */
+static void acceptStep(struct ncclIbCommStage* st, int state) {
+  st->link.state = state;
+  st->offset = 0;
+  st->stageNs = railnetClockNs();
+}
+
+/* The connection being accepted has moved `got` of `want` bytes of `what` in the current step:
+ * wait for more, or, once that step has waited RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC, drop it (a
+ * stranger that went silent, a peer host that died mid-setup) and keep listening. Each step
+ * gets the whole bound, so this side's own slowness never counts against the peer. */
 static ncclResult_t acceptWait(struct ncclIbListenComm* lc, const char* peer, const char* what, int got, size_t want) {
-  int64_t ms = 0;
-  if (!railnetSocketAcceptExpired(&lc->stage->comm->sock, &ms)) return ncclSuccess;
-  WARN("NET/IB : %s sent %d of %zu bytes of %s within %lld ms of connecting (RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); "
-       "dropped it, still listening", peer, got, want, what, (long long)ms);
+  int64_t ms = railnetSocketAcceptTimeoutMs();
+  if (railnetClockNs() - lc->stage->stageNs <= (uint64_t)ms * 1000000ull) return ncclSuccess;
+  WARN("NET/IB : %s: %d of %zu bytes of %s after %lld ms (RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); dropped the "
+       "connection, still listening", peer, got, want, what, (long long)ms);
   acceptDrop(lc);
+  return ncclSuccess;
+}
+
+/* The state of the next connection to accept, in STAGE_ACCEPT. */
+static ncclResult_t acceptStageNew(struct ncclIbListenComm* lc) {
+  struct ncclIbCommStage* st;
+  NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB accept state"));
+  ncclResult_t r = railnetIbCommAlloc(0, &st->comm);
+  if (r != ncclSuccess) {
+    free(st);
+    return r;
+  }
+  st->comm->vDev = lc->dev;
+  st->link.state = STAGE_ACCEPT;
+  lc->stage = st;
   return ncclSuccess;
 }
 
@@ -207,18 +231,8 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
   if (recvDevComm) *recvDevComm = NULL;
   char peer[SOCKET_NAME_MAXLEN];
   for (;;) {
+    if (lc->stage == NULL) NCCLCHECK(acceptStageNew(lc));
     struct ncclIbCommStage* st = lc->stage;
-    if (st == NULL) {
-      NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB accept state"));
-      ncclResult_t r = railnetIbCommAlloc(0, &st->comm);
-      if (r != ncclSuccess) {
-        free(st);
-        return r;
-      }
-      st->comm->vDev = lc->dev;
-      lc->stage = st;
-      st->link.state = STAGE_ACCEPT;
-    }
     struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
     struct ncclIbNetCommBase* base = &comm->base;
     int closed = 0;
@@ -232,8 +246,7 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         continue;
       }
       if (!ready) return ncclSuccess;
-      st->link.state = STAGE_RECV_META;
-      st->offset = 0;
+      acceptStep(st, STAGE_RECV_META);
     }
     railnetIbPeerStr(base, peer);
     if (st->link.state == STAGE_RECV_META) {
@@ -244,8 +257,8 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         continue;
       }
-      if (st->offset < (int)sizeof(st->remote)) return acceptWait(lc, peer, "its connection metadata", st->offset,
-                                                                 sizeof(st->remote));
+      if (st->offset < (int)sizeof(st->remote))
+        return acceptWait(lc, peer, "its connection metadata came", st->offset, sizeof(st->remote));
       if (railnetIbCheckMetadata(&st->remote, peer, 0) != ncclSuccess) {
         WARN("NET/IB : refused the connection from %s; still listening", peer);
         acceptDrop(lc);
@@ -263,8 +276,7 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         return r;
       }
       railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
-      st->link.state = STAGE_SEND_META;
-      st->offset = 0;
+      acceptStep(st, STAGE_SEND_META);
     }
     if (st->link.state == STAGE_SEND_META) {
       r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset, &closed);
@@ -274,10 +286,9 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         continue;
       }
       if (st->offset < (int)sizeof(st->local))
-        return acceptWait(lc, peer, "this side's connection metadata (it stopped reading)", st->offset,
+        return acceptWait(lc, peer, "this side's connection metadata taken (it stopped reading)", st->offset,
                           sizeof(st->local));
-      st->link.state = STAGE_RECV_READY;
-      st->offset = 0;
+      acceptStep(st, STAGE_RECV_READY);
     }
     if (st->link.state == STAGE_RECV_READY) {
       r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->ready, sizeof(st->ready), &st->offset, &closed);
@@ -286,8 +297,8 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         acceptDrop(lc);
         continue;
       }
-      if (st->offset < (int)sizeof(st->ready)) return acceptWait(lc, peer, "its ready flag", st->offset,
-                                                                sizeof(st->ready));
+      if (st->offset < (int)sizeof(st->ready))
+        return acceptWait(lc, peer, "its ready flag came", st->offset, sizeof(st->ready));
       if (st->ready != 1) {
         WARN("NET/IB : peer %s sent %d instead of its ready flag; refused it", peer, st->ready);
         acceptDrop(lc);

@@ -55,7 +55,7 @@ static ncclResult_t postOneRecv(struct ncclIbNetCommBase* base, struct ibv_qp* q
   struct ibv_recv_wr wr, *bad = NULL;
   base->work.wrs++;
   memset(&wr, 0, sizeof(wr));
-  wr.wr_id = RAILNET_IB_WRID_PREPOSTED;
+  wr.wr_id = railnetIbWrIdPreposted();
   return wrap_ibv_post_recv(qp, &wr, &bad);
 }
 

@@ -102,7 +102,7 @@ static ncclResult_t postAlive(struct ncclIbSendComm* comm) {
       memset(&wr, 0, sizeof(wr));
       wr.opcode = IBV_WR_RDMA_WRITE;
       wr.send_flags = IBV_SEND_SIGNALED;
-      wr.wr_id = RAILNET_IB_FO_ALIVE;
+      wr.wr_id = railnetIbWrIdFoAlive();
       wr.wr.rdma.remote_addr = comm->remSizesAddr;
       wr.wr.rdma.rkey = comm->remSizesRkeys[base->qps[q].remDevIndex];
       if (wrap_ibv_post_send(fo->newQps[q], &wr, &bad) != ncclSuccess) {

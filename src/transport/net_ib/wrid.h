@@ -109,6 +109,7 @@ static inline uint64_t railnetIbWrIdFoRead(uint64_t round) { return RAILNET_IB_F
 static inline int railnetIbWrIdFoReadIs(uint64_t w, uint64_t round) { return (w & 0xffff) == (round & 0xffff); }
 static inline uint64_t railnetIbWrIdFoProbe(int dev) { return RAILNET_IB_FO_PROBE | (uint64_t)(dev & 0xff); }
 static inline int railnetIbWrIdFoProbeDev(uint64_t w) { return (int)(w & 0xff); }
+static inline uint64_t railnetIbWrIdFoAlive(void) { return RAILNET_IB_FO_ALIVE; }
 
 /* ---- the receiver's clear-to-send writes (post.c) and receives (p2p.c, matching.c) */
 static inline uint64_t railnetIbWrIdCts(int slot, int rewrite) {
@@ -117,7 +118,9 @@ static inline uint64_t railnetIbWrIdCts(int slot, int rewrite) {
 static inline int railnetIbWrIdIsCtsRewrite(uint64_t w) {
   return w != RAILNET_IB_WRID_PREPOSTED && (w & RAILNET_IB_FO_CTS_REWRITE) != 0;
 }
+static inline int railnetIbWrIdCtsSlot(uint64_t w) { return (int)(w & 0xffff); }
 static inline uint64_t railnetIbWrIdRecvSlot(int slot) { return (uint64_t)slot; }
+static inline uint64_t railnetIbWrIdPreposted(void) { return RAILNET_IB_WRID_PREPOSTED; }
 static inline uint64_t railnetIbWrIdFlush(int reqIndex) { return (uint64_t)reqIndex; }
 
 /* ---- data immediates (post.c writes them, matching.c and completion.c read them) */
