@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -134,8 +135,17 @@ TEST_F(PairSoftRoce, ClusterOfTwoChecksRdmaBetweenTheDevices) {
   std::string e0 = sh("cat " + d.path() + "/e0 " + d.path() + "/r1").out;
   EXPECT_EQ(r.status, 0) << r.out << e0;
   EXPECT_TRUE(has(r.out, "rank1=0")) << r.out << e0;
-  EXPECT_TRUE(has(r.out, "\"path\":\"ib " + devs[0] + ":1 -> " + devs[1] + ":1\",\"result\":\"ok\"")) << r.out << e0;
-  EXPECT_TRUE(has(r.out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"path\":\"ib " + devs[0] + ":1 <-> " + devs[1] + ":1\",\"net\":\"ib\",\"a_dev\":\"" +
+                             devs[0] + ":1\",\"b_dev\":\"" + devs[1] + ":1\",\"result\":\"ok\""))
+      << r.out << e0;
+  // both directions measured through railnet's IB transport
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("\"a_to_b_MBps\":([0-9.]+),\"b_to_a_MBps\":([0-9.]+)"))) << r.out;
+  EXPECT_GT(std::stod(m[1].str()), 0.0) << r.out;
+  EXPECT_GT(std::stod(m[2].str()), 0.0) << r.out;
+  EXPECT_TRUE(has(r.out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[],\"isolated_ranks\":[],"
+                         "\"slow_senders\":[],\"slow_receivers\":[],\"slow_links\":[]"))
+      << r.out;
   EXPECT_TRUE(has(e0, "round 1/1: 1 pair")) << e0;
 }
 
