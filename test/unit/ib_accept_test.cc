@@ -9,7 +9,18 @@ extern "C" {
 
 namespace {
 
-class IbEdges : public IbDataPath {};
+class IbEdges : public IbDataPath {
+ protected:
+  // Listens on fk1 (handle) and connects a stranger to it that does the socket handshake of an
+  // IB listener (NCCL's magic from the handle, the IB socket type) and nothing else yet.
+  void listenWithAStranger(char* handle, struct ncclSocket* stranger) {
+    ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
+    struct ncclIbHandle h;
+    memcpy(&h, handle, sizeof(h));
+    ASSERT_EQ(ncclSocketInit(stranger, &h.connectAddr, h.socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
+    ASSERT_EQ(ncclSocketConnect(stranger), ncclSuccess);
+  }
+};
 
 // A message larger than the wire's 32-bit sizes carry (4 GiB + 100 B: the low 32 bits say
 // 100) is refused with ncclInvalidArgument and a WARN, before anything is posted; the comm
@@ -40,12 +51,9 @@ TEST_F(IbEdges, AnIsendLargerThanTheWireCarriesIsRefused) {
 TEST_F(IbEdges, MetadataThatFailsSetupDropsTheConnectionNotTheListener) {
   LogCapture log;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
-  ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
-  struct ncclIbHandle h;
-  memcpy(&h, handle, sizeof(h));
   struct ncclSocket stranger;
-  ASSERT_EQ(ncclSocketInit(&stranger, &h.connectAddr, h.socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
-  ASSERT_EQ(ncclSocketConnect(&stranger), ncclSuccess);
+  listenWithAStranger(handle, &stranger);
+  if (HasFatalFailure()) return;
   struct ncclIbConnectionMetadata m;
   memset(&m, 0, sizeof(m));
   m.magic = RAILNET_IB_META_MAGIC;
@@ -83,12 +91,9 @@ TEST_F(IbEdges, ASilentPeerMidSetupIsDroppedAtTheAcceptTimeout) {
   env.set("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", "300");
   LogCapture log;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
-  ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
-  struct ncclIbHandle h;
-  memcpy(&h, handle, sizeof(h));
   struct ncclSocket stranger;
-  ASSERT_EQ(ncclSocketInit(&stranger, &h.connectAddr, h.socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
-  ASSERT_EQ(ncclSocketConnect(&stranger), ncclSuccess);
+  listenWithAStranger(handle, &stranger);
+  if (HasFatalFailure()) return;
   char part[100];
   memset(part, 0, sizeof(part));
   ASSERT_EQ(ncclSocketSend(&stranger, part, (int)sizeof(part)), ncclSuccess);
