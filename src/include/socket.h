@@ -177,9 +177,16 @@ int railnetSocketZcReap(struct ncclSocket* sock, void (*done)(void* arg, uint32_
 ncclResult_t ncclSocketSend(struct ncclSocket* sock, void* ptr, int size);
 ncclResult_t ncclSocketRecv(struct ncclSocket* sock, void* ptr, int size);
 ncclResult_t ncclSocketClose(struct ncclSocket* sock);
-/* Whether the peer closed its end (end of stream or a reset), without blocking and without
- * taking any byte: 1 gone, 0 alive or bytes are waiting to be read. */
-int railnetSocketPeerGone(const struct ncclSocket* sock);
+/* Whether the peer closed its end (end of stream or a reset) or stopped answering (the peer
+ * timeout below ran out), without blocking and without taking any byte: 1 gone, 0 alive or
+ * bytes are waiting to be read. *err (when given): the socket's error (ETIMEDOUT, ECONNRESET),
+ * 0 for an end of stream. */
+int railnetSocketPeerGone(const struct ncclSocket* sock, int* err);
+/* RAILNET_SOCKET_TIMEOUT_MSEC: how long a comm's connection may go unacknowledged. */
+int64_t railnetSocketPeerTimeoutMs(void);
+/* Applies it to connected socket fd (TCP_USER_TIMEOUT, keepalive probes), so that a peer host
+ * that vanished without closing (power, link, switch) ends the connection with ETIMEDOUT. */
+void railnetSocketSetPeerTimeout(int fd);
 /* An accepted connection whose setup (the handshake and what the transport reads after it)
  * is not done RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC after it was accepted: 1, and that time in
  * *ms; the transport drops it and goes on listening. */

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include "param.h"
 
-enum { P_RETRY_CNT, P_RETRY_SLEEP, P_POLL_TIMEOUT, P_SNDBUF, P_RCVBUF, P_MAGIC, P_ACCEPT_TIMEOUT };
+enum { P_RETRY_CNT, P_RETRY_SLEEP, P_POLL_TIMEOUT, P_SNDBUF, P_RCVBUF, P_MAGIC, P_ACCEPT_TIMEOUT, P_PEER_TIMEOUT };
 static const railnetParam socketParams[] = {
     [P_RETRY_CNT] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_RETRY_CNT", 34, 0, 1000000,
                                           "Connect attempts to a peer that refuses or does not answer"),
@@ -36,6 +36,12 @@ static const railnetParam socketParams[] = {
     [P_ACCEPT_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", 10000, 1, 3600000,
                                                "An accepted connection whose handshake, and the setup the transport reads after "
                                                "it, is not done in this time is dropped"),
+    [P_PEER_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_TIMEOUT_MSEC", 600000, 100, 86400000,
+                                             "A comm's connection (the Socket transport's sockets, the IB transport's "
+                                             "comm socket) whose peer host stops acknowledging (powered off, link or "
+                                             "switch down, hung kernel) fails after this long (TCP_USER_TIMEOUT, "
+                                             "keepalive probes every quarter of it); keep it above the longest time "
+                                             "ranks may legitimately diverge"),
 };
 RAILNET_PARAM_TABLE("socket", socketParams);
 
@@ -702,10 +708,27 @@ int railnetSocketAcceptExpired(const struct ncclSocket* sock, int64_t* ms) {
   return railnetClockNs() - sock->acceptStartNs > (uint64_t)*ms * 1000000ull;
 }
 
-int railnetSocketPeerGone(const struct ncclSocket* sock) {
+int64_t railnetSocketPeerTimeoutMs(void) { return railnetParamInt(&socketParams[P_PEER_TIMEOUT]); }
+
+void railnetSocketSetPeerTimeout(int fd) {
+  int64_t ms = railnetSocketPeerTimeoutMs();
+  unsigned int uto = (unsigned int)ms;
+  /* the first keepalive probe after a quarter of the timeout idle, then one each quarter:
+   * TCP_USER_TIMEOUT ends the connection once probes are unanswered for the whole time */
+  int one = 1, idle = ms / 4000 > 0 ? (int)(ms / 4000) : 1, intvl = idle, cnt = 4;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+int railnetSocketPeerGone(const struct ncclSocket* sock, int* err) {
+  if (err) *err = 0;
   if (sock == NULL || sock->fd < 0) return 1;
   char b;
   ssize_t n = recv(sock->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && err && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) *err = errno;
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 

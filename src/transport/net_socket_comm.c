@@ -14,16 +14,12 @@
 #include "param.h"
 #include "net_prof.h"
 
-enum { P_INLINE, P_MIN_TASK, P_TIMEOUT, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD, P_TASK_SIZE, P_BALANCE };
+enum { P_INLINE, P_MIN_TASK, P_ZEROCOPY, P_ZEROCOPY_MIN, P_CTRL_PAYLOAD, P_TASK_SIZE, P_BALANCE };
 static const railnetParam netSocketCommParams[] = {
     [P_INLINE] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_INLINE", 128, 0, 1 << 20,
                                        "Messages up to this size travel inside the control record"),
     [P_MIN_TASK] = RAILNET_PARAM_INT_DEF("NCCL_SOCKET_MIN_TASKSIZE", 1 << 16, 1, INT32_MAX,
                                          "Smallest chunk a large message is cut into for the data sockets"),
-    [P_TIMEOUT] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_TIMEOUT_MSEC", 600000, 100, 86400000,
-                                        "A connection whose peer stops acknowledging or stops reading (dead host, "
-                                        "link down, hung rank) fails after this long (TCP_USER_TIMEOUT, keepalive); "
-                                        "keep it above the longest time ranks may legitimately diverge"),
     [P_ZEROCOPY] = RAILNET_PARAM_INT_DEF("RAILNET_SOCKET_ZEROCOPY", 2, 0, 2,
                                          "Send large chunks on the data sockets with MSG_ZEROCOPY (no copy into the "
                                          "kernel; a request is done once the kernel released its pages): 0 off, 1 on, "
@@ -67,16 +63,6 @@ int railnetSocketBalance(void) {
   return (int)railnetParamInt(&netSocketCommParams[P_BALANCE]);
 }
 
-static void setTimeouts(int fd) {
-  int ms = (int)railnetParamInt(&netSocketCommParams[P_TIMEOUT]);
-  unsigned int uto = (unsigned int)ms;
-  int one = 1, idle = ms / 4000 > 0 ? ms / 4000 : 1, intvl = idle, cnt = 4;
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-}
 
 /* SO_ZEROCOPY on the data sockets of a send comm (a kernel without it: copies, said once). */
 static void enableZerocopy(socketComm* c) {
@@ -130,8 +116,8 @@ ncclResult_t railnetSocketCommStartThreads(socketComm* c) {
   socklen_t len = sizeof(a);
   if (getpeername(c->ctrl.fd, &a.sa, &len) == 0) ncclSocketToString(&a, c->peer, 1);
   else snprintf(c->peer, sizeof(c->peer), "(unknown)");
-  setTimeouts(c->ctrl.fd);
-  for (int i = 0; i < c->nSocks; i++) setTimeouts(c->socks[i].fd);
+  railnetSocketSetPeerTimeout(c->ctrl.fd);
+  for (int i = 0; i < c->nSocks; i++) railnetSocketSetPeerTimeout(c->socks[i].fd);
   if (c->isSend && c->zcMode != 0) enableZerocopy(c);
   if (c->isSend && c->nSocks > 0 && c->ctrlMax > (size_t)c->inlineSize) {
     /* payloads on the control socket (some can be: larger than inline): a record never queues

@@ -182,7 +182,7 @@ static ncclResult_t acceptCheckPlaced(socketComm* c) {
   for (int i = 0; i <= c->nSocks; i++) {
     struct ncclSocket* s = i == c->nSocks ? &c->ctrl : &c->socks[i];
     if (s->fd < 0) continue;
-    if (railnetSocketPeerGone(s)) {
+    if (railnetSocketPeerGone(s, NULL)) {
       char a[SOCKET_NAME_MAXLEN];
       WARN("NET/Socket : peer %s closed its connection while the comm was being set up (%s socket %d of %d "
            "arrived): the peer process died or gave up; accept fails",

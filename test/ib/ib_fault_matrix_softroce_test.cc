@@ -140,6 +140,18 @@ std::string pump(Pipe& p, int count, int seed, long long deadline, const std::fu
   return "";
 }
 
+// isends on sc (each tested to its end) until one fails or deadline passes: what failed.
+ncclResult_t sendUntilFailure(void* sc, void* data, size_t size, void* mh, long long deadline) {
+  void* sr = nullptr;
+  ncclResult_t r = ncclSuccess;
+  while (r == ncclSuccess && netNowNs() < deadline) {
+    int done = 0;
+    if (sr == nullptr) r = ib->isend(sc, data, size, 7, mh, nullptr, &sr);
+    else if ((r = ib->test(sr, &done, nullptr)) == ncclSuccess && done) sr = nullptr;
+  }
+  return r;
+}
+
 std::string firstWarn() {
   for (auto& l : LogCapture::lines())
     if (l.level == NCCL_LOG_WARN) return l.msg;
@@ -358,7 +370,9 @@ TEST_P(IbLinkFlap, LinkDownOneSecondThenUpAgain) {
   if (err.empty()) {
     outcome = "correct data (retransmitted after the link came back)";
   } else {
-    EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN)) << err << "\n" << LogCapture::all();
+    EXPECT_TRUE(LogCapture::contains("HINT", NCCL_LOG_WARN) ||
+                LogCapture::contains("its port is DOWN now (its link went down); the comm fails", NCCL_LOG_WARN))
+        << err << "\n" << LogCapture::all();
     EXPECT_TRUE(LogCapture::contains("its link went down", NCCL_LOG_WARN)) << err << "\n" << LogCapture::all();
     EXPECT_LT(secs, 30.0) << err;
     outcome = "test() fails at once, WARN: port down";
@@ -408,7 +422,8 @@ TEST_P(IbLinkDownForGood, FailsBoundedWithThePeerAndPort) {
   EXPECT_LT(secs, atDefaults ? 45.0 : 20.0) << err;
   EXPECT_TRUE(LogCapture::contains("retry counter exceeded", NCCL_LOG_WARN) ||
               LogCapture::contains("local QP operation error", NCCL_LOG_WARN) ||
-              LogCapture::contains("longer than the QPs' retry time", NCCL_LOG_WARN))
+              LogCapture::contains("longer than the QPs' retry time", NCCL_LOG_WARN) ||
+              LogCapture::contains("its port is DOWN now (its link went down); the comm fails", NCCL_LOG_WARN))
       << err << "\n" << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("is DOWN now (its link went down)", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("198.18.0.", NCCL_LOG_WARN)) << LogCapture::all();
@@ -421,6 +436,103 @@ TEST_P(IbLinkDownForGood, FailsBoundedWithThePeerAndPort) {
 
 INSTANTIATE_TEST_SUITE_P(Timeouts, IbLinkDownForGood, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "NcclDefaults" : "Short"; });
+
+// A receive waits with nothing in flight (NCCL's default timeouts, failover off, its
+// default) when the receiver's link (veth0 under rxe0) goes down: the port's DOWN fails the
+// receiver's comm at once, not after the QPs' retry time (34 s), with the WARN naming the
+// port, the peer and the fix; the sender's next isend or test fails too (the receiver's
+// comm closed its side of the socket).
+TEST_F(IbFaultMatrix, PortDownFailsTheWaitingReceiverAtOnce) {
+  std::string why = vethOrWhy();
+  if (!why.empty()) RAILNET_SKIP(why);
+  init();
+  LogCapture cap;
+  std::unique_ptr<Pipe> p = pair(1 << 20);
+  ASSERT_TRUE(p) << LogCapture::all();
+  ASSERT_EQ(pump(*p, 2, 50, netNowNs() + 60000000000LL), "") << LogCapture::all();
+  void* data = p->dst.data();
+  size_t size = p->dst.size();
+  int tag = 7, done = 0;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(p->rc, 1, &data, &size, &tag, &p->rmh, nullptr, &rr), ncclSuccess);
+  ASSERT_NE(rr, nullptr);
+  ASSERT_EQ(ib->test(rr, &done, nullptr), ncclSuccess);
+  ASSERT_TRUE(shQuiet("ip link set veth0 down"));
+  long long downAt = netNowNs(), deadline = downAt + 60000000000LL;
+  ncclResult_t r = ncclSuccess;
+  while (r == ncclSuccess && !done && netNowNs() < deadline) r = ib->test(rr, &done, nullptr);
+  double secs = (netNowNs() - downAt) / 1e9;
+  EXPECT_EQ(softroceLinkUp("veth0"), 0);
+  EXPECT_EQ(done, 0) << "a receive completed with no send posted";
+  EXPECT_EQ(r, ncclRemoteError) << "the receiver's test() did not fail within 60 s\n" << LogCapture::all();
+  // NCCL's defaults: 4.096 us x 2^20 x (7+1) = 34.4 s of retries
+  EXPECT_LT(secs, 4.096e-6 * (1 << 20) * 8 / 2) << "the comm failed after the QPs' retry time, not at the port event";
+  EXPECT_TRUE(LogCapture::contains("its port is DOWN now (its link went down); the comm fails", NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("of the receive comm with 198.18.0.", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("NCCL_IB_RESILIENCY_PORT_FAILOVER=1", NCCL_LOG_WARN)) << LogCapture::all();
+  // the sender: an isend, or the test of one, fails (the clear-to-send written before the
+  // fault may still take one message into the receive buffer; no other comes)
+  EXPECT_NE(sendUntilFailure(p->sc, p->src.data(), p->src.size(), p->smh, netNowNs() + 60000000000LL), ncclSuccess)
+      << "the sender did not notice the receiver's failed comm\n" << LogCapture::all();
+  printf("port DOWN under a waiting receive: the receiver failed %.3f s after the link went down\n", secs);
+  p->close();
+  EXPECT_TRUE(waitPortsActive());
+  faultMatrixRow("ib", "port DOWN under a waiting receive, defaults, failover=0",
+                 "receiver's test() fails at once: port DOWN and the fix in the WARN", secs);
+}
+
+// The peer host "powers off" under an idle comm: every packet between the two addresses
+// (the comm's TCP connection and RoCE) is dropped from then on, nothing closes, and nothing
+// is in flight on the QPs. The sender waits in isend() for a clear-to-send, the receiver in
+// test() of a receive whose clear-to-send write is lost (the QPs retry it: 34 s at NCCL's
+// defaults, for ever on soft-RoCE). The comm socket's keepalive and TCP_USER_TIMEOUT
+// (RAILNET_SOCKET_TIMEOUT_MSEC; 4 s here, 10 min by default) end the connection, and both
+// sides fail with the WARN that says the host stopped answering.
+TEST_F(IbFaultMatrix, PeerHostSilentUnderAnIdleComm) {
+  std::string why = vethOrWhy();
+  if (!why.empty()) RAILNET_SKIP(why);
+  if (!shQuiet("nft list tables")) RAILNET_SKIP("no nft (nftables) in this environment");
+  env.set("RAILNET_SOCKET_TIMEOUT_MSEC", "4000");
+  init();
+  LogCapture cap;
+  std::unique_ptr<Pipe> p = pair(1 << 20);
+  ASSERT_TRUE(p) << LogCapture::all();
+  ASSERT_EQ(pump(*p, 2, 60, netNowNs() + 60000000000LL), "") << LogCapture::all();
+  const char* drop =
+      "nft add table ip railnet_silent && "
+      "nft 'add chain ip railnet_silent out { type filter hook output priority 0; }' && "
+      "nft add rule ip railnet_silent out ip saddr 198.18.0.0/24 ip daddr 198.18.0.0/24 drop";
+  ASSERT_TRUE(shQuiet(drop)) << drop;
+  long long silentAt = netNowNs(), deadline = silentAt + 60000000000LL;
+  void* data = p->dst.data();
+  size_t size = p->dst.size();
+  int tag = 7, rdone = 0;
+  void *rr = nullptr, *sr = nullptr;
+  ncclResult_t rres = ib->irecv(p->rc, 1, &data, &size, &tag, &p->rmh, nullptr, &rr), sres = ncclSuccess;
+  double rsecs = -1, ssecs = -1;
+  while ((rsecs < 0 || ssecs < 0) && netNowNs() < deadline) {
+    if (rsecs < 0 && rres == ncclSuccess && rr) rres = ib->test(rr, &rdone, nullptr);
+    if (rsecs < 0 && rres != ncclSuccess) rsecs = (netNowNs() - silentAt) / 1e9;
+    if (ssecs < 0 && sr == nullptr) sres = ib->isend(p->sc, p->src.data(), p->src.size(), 7, p->smh, nullptr, &sr);
+    if (ssecs < 0 && sres != ncclSuccess) ssecs = (netNowNs() - silentAt) / 1e9;
+  }
+  EXPECT_TRUE(shQuiet("nft delete table ip railnet_silent"));
+  EXPECT_EQ(sr, nullptr) << "a send went out with no clear-to-send";
+  EXPECT_EQ(rdone, 0) << "a receive completed with no send";
+  EXPECT_GE(rsecs, 0) << "the receiver still waits 60 s after its peer host went silent\n" << LogCapture::all();
+  EXPECT_GE(ssecs, 0) << "the sender still waits 60 s after its peer host went silent\n" << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("stopped answering on this receive comm's connection", NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("stopped answering on this send comm's connection", NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("RAILNET_SOCKET_TIMEOUT_MSEC=4000 ms", NCCL_LOG_WARN)) << LogCapture::all();
+  printf("peer host silent: the receiver failed after %.1f s, the sender after %.1f s (RAILNET_SOCKET_TIMEOUT_MSEC=4000)\n",
+         rsecs, ssecs);
+  p->close();
+  faultMatrixRow("ib", "peer host silent (all packets dropped), idle comm, RAILNET_SOCKET_TIMEOUT_MSEC=4000",
+                 "both sides fail: WARN the host stopped answering", rsecs > ssecs ? rsecs : ssecs);
+}
 
 // A fused comm (rxe0+rxe1 on both sides) whose rxe0 link goes down for good, with port
 // failover off (NCCL's default) and asked for: this railnet has no failover yet, so both end

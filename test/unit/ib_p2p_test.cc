@@ -396,6 +396,49 @@ TEST_F(IbDataPath, DroppedPacketsEndInRetryExceeded) {
   EXPECT_TRUE(LogCapture::contains("HINT: the peer did not acknowledge", NCCL_LOG_WARN)) << LogCapture::all();
 }
 
+// The receiver's port goes DOWN (an IBV_EVENT_PORT_ERR, its state DOWN) while its receive
+// waits and nothing is in flight, failover off (NCCL's default): the receive fails at once,
+// not after the QPs' retry time (34 s at NCCL's defaults), with a WARN naming the port, the
+// cause and the fix; the sender's comm fails when it sees the receiver close its side.
+TEST_F(IbDataPath, PortDownWithoutFailoverFailsTheWaitingReceiveAtOnce) {
+  LogCapture log;
+  void* smh = nullptr;
+  char* src = nullptr;
+  void* rr = connectWithOneReceive(5000, &src, &smh);
+  ASSERT_NE(rr, nullptr);
+  int done = 0;
+  ASSERT_EQ(ib->test(rr, &done, nullptr), ncclSuccess);
+  ASSERT_EQ(done, 0);
+  int acks = eventsAcked();
+  N->portDown(&W->hcas[1], 1);
+  long long deadline = netNowNs() + 10000000000LL;
+  while (eventsAcked() == acks && netNowNs() < deadline) std::this_thread::yield();
+  ASSERT_GT(eventsAcked(), acks) << "the async event thread did not read the event";
+  // the next call that looks at the device sees the event: a few calls, not a retry time
+  ncclResult_t res = ncclSuccess;
+  int calls = 0;
+  while (res == ncclSuccess && !done && calls < 1000 && netNowNs() < deadline) {
+    res = ib->test(rr, &done, nullptr);
+    calls++;
+  }
+  EXPECT_EQ(res, ncclRemoteError) << "after " << calls << " test() calls\n" << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("fk1:1 of the receive comm with", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("its port is DOWN now (its link went down); the comm fails", NCCL_LOG_WARN))
+      << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("NCCL_IB_RESILIENCY_PORT_FAILOVER=1", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_FALSE(LogCapture::contains("unless it is ACTIVE again", NCCL_LOG_WARN)) << LogCapture::all();
+  // the sender learns it from the receiver's closed socket: an isend, or the test of one, fails
+  void* sr = nullptr;
+  ncclResult_t sres = ncclSuccess;
+  deadline = netNowNs() + 10000000000LL;
+  while (sres == ncclSuccess && netNowNs() < deadline) {
+    int sdone = 0;
+    if (sr == nullptr) sres = ib->isend(sc, src, 5000, 0, smh, nullptr, &sr);
+    else if ((sres = ib->test(sr, &sdone, nullptr)) == ncclSuccess && sdone) sr = nullptr;
+  }
+  EXPECT_NE(sres, ncclSuccess) << "the sender did not notice the receiver's failed comm\n" << LogCapture::all();
+}
+
 // ibv_post_send fails (ENOMEM): isend fails with ncclSystemError after ibvwrap's WARN.
 TEST_F(IbDataPath, PostSendFailureFailsTheIsend) {
   env.set("RAILNET_IB_EAGER_SIZE", "0");

@@ -114,6 +114,7 @@ struct ncclIbNetCommBase {
   uint32_t clockCalls;                 /* liveness.h: data path calls since the clock was last read */
   uint64_t peerLookNs;                 /* liveness.h: when to look at the peer's socket next */
   uint64_t peerGoneNs;                 /* ... when it was first seen closed (0: it was not) */
+  int peerErr;                         /* ... the socket's error then (ETIMEDOUT: it stopped answering) */
   uint64_t portLookNs;                 /* liveness.h: when to query the ports of the comm next */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */

@@ -129,6 +129,7 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     int ready = 0;
     NCCLCHECKGOTO(ncclSocketReady(&base->sock, &ready), res, fail);
     if (!ready) return ncclSuccess;
+    railnetSocketSetPeerTimeout(base->sock.fd); /* a receiver host that vanishes ends the wait */
     NCCLCHECKGOTO(railnetIbSendCommSetup(ctx, comm, &st->local), res, fail);
     st->link.state = STAGE_SEND_META;
     st->offset = 0;
@@ -246,6 +247,7 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
         continue;
       }
       if (!ready) return ncclSuccess;
+      railnetSocketSetPeerTimeout(base->sock.fd); /* a sender host that vanishes fails the comm */
       acceptStep(st, STAGE_RECV_META);
     }
     railnetIbPeerStr(base, peer);

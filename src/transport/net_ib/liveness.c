@@ -1,6 +1,7 @@
 /*
  * Peer liveness of an IB comm (liveness.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "liveness.h"
@@ -26,11 +27,22 @@ ncclResult_t railnetIbPeerCheck(struct ncclIbNetCommBase* base, const char* duri
   if (now < base->peerLookNs) return ncclSuccess;
   base->peerLookNs = now + RAILNET_IB_PEER_LOOK_MS * 1000000ull;
   /* with failover its messages are read off the socket by failover_msg.c, which sees the end */
-  int gone = railnetIbFoPeerClosed(base) || railnetSocketPeerGone(&base->sock);
+  int err = 0;
+  int gone = railnetIbFoPeerClosed(base) || railnetSocketPeerGone(&base->sock, &err);
   if (!gone) return ncclSuccess;
   if (base->peerGoneNs == 0) base->peerGoneNs = now;
-  if (now - base->peerGoneNs < RAILNET_IB_PEER_GRACE_MS * 1000000ull) return ncclSuccess;
+  if (err) base->peerErr = err; /* the next look reads an end of stream: keep why it ended */
   char peer[SOCKET_NAME_MAXLEN];
+  if (base->peerErr == ETIMEDOUT) {
+    WARN("NET/IB : %s stopped answering on this %s comm's connection while this side waited in %s(): nothing it "
+         "sent was acknowledged for RAILNET_SOCKET_TIMEOUT_MSEC=%lld ms (TCP keepalive). Its host is down, rebooted "
+         "or unreachable (a link or switch between the hosts): check that host and the path to it; this comm fails",
+         railnetIbPeerStr(base, peer), base->isSend ? "send" : "receive", during,
+         (long long)railnetSocketPeerTimeoutMs());
+    railnetIbCommFail(base);
+    return ncclRemoteError;
+  }
+  if (now - base->peerGoneNs < RAILNET_IB_PEER_GRACE_MS * 1000000ull) return ncclSuccess;
   WARN("NET/IB : %s closed its connection to this %s comm while this side waited in %s(): its process exited or "
        "crashed, or its comm failed or was closed. Look at that rank's log (NCCL_DEBUG=WARN) for the first error; "
        "this comm fails",
@@ -67,8 +79,15 @@ static ncclResult_t deviceGone(struct ncclIbNetCommBase* base, int d, const char
   return ncclRemoteError;
 }
 
-/* Port of device d not ACTIVE: with failover the device goes at once; without, the QPs may
- * still ride it out when it comes back within their retry time, so the comm fails then. */
+#define PORT_FIX "Check the cable, the switch port and ibv_devinfo / ip link on this host"
+#define PORT_FIX_FAILOVER                                                                                   \
+  PORT_FIX "; to survive the loss of one port of a fused NIC set NCCL_IB_RESILIENCY_PORT_FAILOVER=1 on every " \
+           "rank"
+
+/* Port of device d not ACTIVE: with failover the device goes at once. Without, a port that is
+ * DOWN (its link went down: its QPs' requests fail) fails the comm at once too, as NCCL fails
+ * comms on a fatal port event; one in another state (INIT or ARMED: the subnet manager
+ * configuring it again) may come back within the QPs' retry time, so the comm fails then. */
 static ncclResult_t portNotActive(struct ncclIbNetCommBase* base, int d, enum ibv_port_state st, uint64_t now) {
   struct ncclIbCommDev* cd = &base->devs[d];
   struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
@@ -77,7 +96,8 @@ static ncclResult_t portNotActive(struct ncclIbNetCommBase* base, int d, enum ib
     snprintf(cause, sizeof(cause), "its port is DOWN now (its link went down)");
   else
     snprintf(cause, sizeof(cause), "its port is not ACTIVE now (state %d)", st);
-  if (base->fo) return deviceGone(base, d, cause, "Check the cable, the switch port and ibv_devinfo / ip link on this host");
+  if (base->fo) return deviceGone(base, d, cause, PORT_FIX);
+  if (st == IBV_PORT_DOWN) return deviceGone(base, d, cause, PORT_FIX_FAILOVER);
   uint64_t bound = railnetIbRetryTimeNs();
   if (cd->portDownNs == 0) {
     cd->portDownNs = now;
@@ -89,9 +109,7 @@ static ncclResult_t portNotActive(struct ncclIbNetCommBase* base, int d, enum ib
   if (now - cd->portDownNs <= bound) return ncclSuccess;
   snprintf(cause, sizeof(cause), "its port has not been ACTIVE for %.1f s, longer than the QPs' retry time",
            (now - cd->portDownNs) / 1e9);
-  return deviceGone(base, d, cause,
-                    "Check the cable, the switch port and ibv_devinfo / ip link on this host; to survive the loss "
-                    "of one port of a fused NIC set NCCL_IB_RESILIENCY_PORT_FAILOVER=1 on every rank");
+  return deviceGone(base, d, cause, PORT_FIX_FAILOVER);
 }
 
 ncclResult_t railnetIbDevicesCheck(struct ncclIbNetCommBase* base, const char* func) {
