@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include "perf.h"
 
@@ -28,6 +30,11 @@ void serveHandleTcp(const char* handle) {
     die("cannot listen on TCP port %d for the handle exchange: %s (pick another with --port)", opt.port, strerror(errno));
   if (!opt.json && !opt.csv) printf(" Waiting for the client on TCP port %d...\n", opt.port);
   fflush(stdout);
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  int ready;
+  while ((ready = poll(&pf, 1, opt.timeoutSec * 1000)) < 0 && errno == EINTR) {
+  }
+  if (ready == 0) die("no client came for the handle on TCP port %d within %d s (--timeout)", opt.port, opt.timeoutSec);
   int c = accept(fd, NULL, NULL);
   if (c < 0) die("accept on port %d: %s", opt.port, strerror(errno));
   uint64_t magic = PERF_MAGIC;
@@ -58,9 +65,14 @@ void fetchHandleTcp(const char* host, char* handle) {
     }
   }
   freeaddrinfo(res);
+  /* a stranger on the port that accepts and says nothing: the reads end at the deadline */
+  double left = deadline - nowSec();
+  struct timeval tv = {.tv_sec = left > 1 ? (time_t)left : 1};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   uint64_t magic = 0;
   if (readAll(fd, &magic, sizeof(magic)) || magic != PERF_MAGIC || readAll(fd, handle, NCCL_NET_HANDLE_MAXSIZE))
-    die("%s:%d is not a railnet-perf server", host, opt.port);
+    die("%s:%d sent no railnet-perf handle within %d s (--timeout): it is not a railnet-perf server, or another "
+        "program holds the port (pick another with --port on both sides)", host, opt.port, opt.timeoutSec);
   close(fd);
 }
 

@@ -82,6 +82,7 @@ static size_t parseSize(const char* s) {
   if (*end == 'k' || *end == 'K') v *= 1024;
   else if (*end == 'm' || *end == 'M') v *= 1048576;
   else if (*end == 'g' || *end == 'G') v *= 1073741824.0;
+  if (v > (double)MAX_MSG_SIZE) cliUsageExit(TOOL, "size '%s' is larger than 1G, the most railnet-perf moves", s);
   return (size_t)v;
 }
 

@@ -15,6 +15,7 @@
  *   report.c     the tables, --json (tools/common/json.h) and --csv
  *   handle.c     the listen handle's way to the client: TCP or a file
  *   loopback.c   --loopback: the server in a child process
+ *   perf_wire.h  what crosses the wire between the two ends (and its limits)
  */
 #ifndef RAILNET_TOOLS_PERF_H_
 #define RAILNET_TOOLS_PERF_H_
@@ -26,12 +27,7 @@
 #include <railnet_net/net.h>
 #include "launch.h"
 
-#define PERF_MAGIC 0x7261696c70657266ULL /* "railperf" */
-#define MAX_SIZES 64
-#define MAX_RECVS 8  /* --recvs: NCCL's largest multi-receive (NCCL_NET_IB_MAX_RECVS) */
-#define MAX_RECV_SIZE (1 << 30) /* --recv-size */
-#define MAX_COMMS 16 /* --comms */
-#define CTRL_SIZE 4096
+#include "perf_wire.h"
 
 /* ---------------------------------------------------------------- options.c */
 typedef struct {
@@ -130,32 +126,6 @@ void netFinalize(void);
 const char* deviceName(void);
 /* What the device must take for these settings; exit 2 naming the limit otherwise. */
 void checkDevice(int recvs, int cuda);
-
-/* ---------------------------------------------------------------- the wire */
-/* What the client tells the server (first message over data comm 0). */
-typedef struct {
-  uint64_t magic;
-  int32_t nSizes, iters, warmup, window, bw, lat;
-  int32_t recvs, comms, cuda, recvSize; /* recvSize: --recv-size (0: the message size) */
-  uint64_t sizes[MAX_SIZES];
-  char handles[MAX_COMMS][NCCL_NET_HANDLE_MAXSIZE]; /* the client's listen handles, one per reverse comm */
-} perfConfig;
-_Static_assert(sizeof(perfConfig) <= CTRL_SIZE, "config fits the control message");
-
-/* The server's answer (over reverse comm 0): where data comms 1..comms-1 connect. */
-typedef struct {
-  uint64_t magic;
-  int32_t comms, pad;
-  char handles[MAX_COMMS][NCCL_NET_HANDLE_MAXSIZE];
-} perfReply;
-_Static_assert(sizeof(perfReply) <= CTRL_SIZE, "reply fits the control message");
-
-/* Server -> client after each size (and to stay in step): what the receiver counted. */
-typedef struct {
-  uint64_t magic;
-  int64_t bytes, buffers, messages; /* sizes test() reported, summed; buffers; irecvs */
-  int32_t ok, pad;                  /* sizes and contents right */
-} perfAck;
 
 /* ---------------------------------------------------------------- transfer.c */
 /* One message: an irecv of `recvs` buffers (tags 0..recvs-1) on the receiver, as many

@@ -22,6 +22,10 @@ static void receiveSettings(ends* e, void* listenComm, perfConfig* cfg) {
       cfg->recvs > MAX_RECVS || cfg->comms < 1 || cfg->comms > MAX_COMMS || cfg->window < 1 || cfg->iters < 1 ||
       cfg->warmup < 0 || cfg->recvSize < 0 || cfg->recvSize > MAX_RECV_SIZE)
     die("the client sent no valid settings");
+  for (int i = 0; i < cfg->nSizes; i++)
+    if (cfg->sizes[i] > MAX_MSG_SIZE)
+      die("the client asked for messages of %llu bytes; railnet-perf moves at most %llu (is it a railnet-perf "
+          "client of this version?)", (unsigned long long)cfg->sizes[i], (unsigned long long)MAX_MSG_SIZE);
   e->n = opt.comms = cfg->comms;
   e->recvs = opt.recvs = cfg->recvs;
 }
