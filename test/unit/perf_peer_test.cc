@@ -88,8 +88,9 @@ std::string fetchHandle(int port, char* handle, long long deadlineNs) {
   return "the server's port did not open";
 }
 
-// A client that asks for messages of SIZE_MAX - 100 bytes: the server refuses the settings
-// with the size in its words and exits 1 (it used to wrap its buffer stride to 0 and crash).
+// A client that asks for messages of SIZE_MAX - 100 bytes, its settings otherwise valid (and
+// its reverse comm accepted): the server refuses the settings with the size in its words and
+// exits 1 (it used to wrap its buffer stride and crash).
 TEST(RailnetPerfPeer, ServerRefusesASizeItCannotHold) {
   ScopedEnv env;
   env.set("NCCL_SOCKET_IFNAME", "lo");
@@ -109,7 +110,7 @@ TEST(RailnetPerfPeer, ServerRefusesASizeItCannotHold) {
   std::string err = fetchHandle(port, handle, deadline);
   const ncclNet_t* net = railnetGetNet("socket");
   void* ctx = nullptr;
-  void *sc = nullptr, *mh = nullptr, *req = nullptr;
+  void *sc = nullptr, *mh = nullptr, *req = nullptr, *lc = nullptr, *rc = nullptr;
   static perfConfig cfg;
   if (err.empty()) {
     ASSERT_EQ(net->init(&ctx, 0, nullptr, nullptr, nullptr), ncclSuccess);
@@ -120,7 +121,10 @@ TEST(RailnetPerfPeer, ServerRefusesASizeItCannotHold) {
     cfg.magic = PERF_MAGIC;
     cfg.nSizes = 1;
     cfg.iters = cfg.window = cfg.bw = cfg.recvs = cfg.comms = 1;
+    cfg.cuda = -1;
     cfg.sizes[0] = SIZE_MAX - 100;
+    // a real listen handle for the server's reverse comm, so that nothing but the size is wrong
+    EXPECT_EQ(net->listen(ctx, 0, cfg.handles[0], &lc), ncclSuccess);
     EXPECT_EQ(net->regMr(sc, &cfg, sizeof(cfg), NCCL_PTR_HOST, &mh), ncclSuccess);
     int done = 0;
     while (req == nullptr && netNowNs() < deadline) EXPECT_EQ(net->isend(sc, &cfg, sizeof(cfg), 0, mh, nullptr, &req), ncclSuccess);
@@ -129,13 +133,20 @@ TEST(RailnetPerfPeer, ServerRefusesASizeItCannotHold) {
   }
   int st = 0;
   pid_t w = 0;
-  while ((w = waitpid(pid, &st, WNOHANG)) == 0 && netNowNs() < deadline) usleep(20000);
+  while ((w = waitpid(pid, &st, WNOHANG)) == 0 && netNowNs() < deadline) {
+    if (lc && !rc) {
+      EXPECT_EQ(net->accept(lc, &rc, nullptr), ncclSuccess);  // as a client would
+    }
+    usleep(1000);
+  }
   if (w == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
   }
   if (mh) net->deregMr(sc, mh);
   if (sc) net->closeSend(sc);
+  if (rc) net->closeRecv(rc);
+  if (lc) net->closeListen(lc);
   if (ctx) net->finalize(ctx);
   ASSERT_EQ(err, "") << readFile(out);
   ASSERT_NE(w, 0) << "the server did not exit within 30 s\n" << readFile(out);
