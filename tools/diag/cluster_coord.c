@@ -59,7 +59,7 @@ static int gatherJoins(clusterRun* run, int lfd, uint64_t deadline) {
   while (joined < run->o->size && railnetClockNs() < deadline) {
     struct pollfd p = {lfd, POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;
-    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = pairAccept(lfd, NULL, NULL);
     if (fd < 0) continue;
     if (takeJoin(run, fd) == 0) joined++;
     else close(fd);

@@ -19,6 +19,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include "pairprobe.h"
 
 #define PAIR_PROBE_MS 2000      /* connect + echo bound per TCP path */
@@ -74,6 +75,10 @@ struct pairListener {
 int pairListen(pairListener* l, uint16_t port, int tryOthers);
 /* Serves connections until stop or the deadline (in this thread, or in a new one). */
 void pairServeLoop(pairListener* l);
+/* accept4 (non-blocking, close-on-exec) of a connection on lfd; -1 when none. Out of file
+ * descriptors or memory it says so (once in 10 s) and waits 100 ms: the queued connection keeps
+ * poll() ready, and retrying at once would spin. */
+int pairAccept(int lfd, struct sockaddr* sa, socklen_t* len);
 int pairServeInThread(pairListener* l);
 void pairListenStop(pairListener* l);
 /* One line on stderr, "railnet-diag: ..." (a log of the serving side). */

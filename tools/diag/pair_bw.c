@@ -25,13 +25,16 @@ static int bwOpen(const char* name, const char* dev, int port, const ncclNet_t**
                   char* why, size_t whySize) {
   static void* ctxs[2];
   static int state[2]; /* 0 not tried, 1 ready, -1 failed */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* sessions run in threads of their own */
   int k = strcmp(name, "ib") == 0;
   const ncclNet_t* net = railnetGetNet(k ? "ib" : "socket");
   if (net == NULL || (strcmp(name, "ib") && strcmp(name, "socket"))) {
     sfmt(why, whySize, "railnet has no transport '%s'", name);
     return EINVAL;
   }
+  pthread_mutex_lock(&lock);
   if (state[k] == 0) state[k] = net->init(&ctxs[k], 0, NULL, NULL, NULL) == ncclSuccess ? 1 : -1;
+  pthread_mutex_unlock(&lock);
   int n = 0;
   if (state[k] < 0 || net->devices(&n) != ncclSuccess) {
     sfmt(why, whySize, "the %s transport did not initialise here", name);

@@ -23,6 +23,22 @@ void pairLog(const char* fmt, ...) {
   fflush(stderr);
 }
 
+int pairAccept(int lfd, struct sockaddr* sa, socklen_t* len) {
+  static uint64_t saidNs; /* one line in 10 s, not one per poll */
+  int fd = accept4(lfd, sa, len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd >= 0 || (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)) return fd;
+  /* the connection stays queued and poll() says so at once: wait instead of spinning */
+  int e = errno;
+  uint64_t now = railnetClockNs(), last = __atomic_load_n(&saidNs, __ATOMIC_RELAXED);
+  if ((last == 0 || now - last > 10000000000ull) &&
+      __atomic_compare_exchange_n(&saidNs, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    pairLog("cannot accept a connection: %s (%s); it waits until a descriptor is free. Raise the limit "
+            "(ulimit -n) or end what holds the descriptors", strerror(e),
+            e == EMFILE ? "this process's open-file limit" : e == ENFILE ? "the system's open-file limit" : "no memory");
+  usleep(100000);
+  return -1;
+}
+
 int pairListen(pairListener* l, uint16_t port, int tryOthers) {
   memset(l, 0, sizeof(*l));
   l->fd = -1;
@@ -147,7 +163,7 @@ void pairServeLoop(pairListener* l) {
       if (!(p[i].revents & POLLIN)) continue;
       struct sockaddr_storage ss;
       socklen_t len = sizeof(ss);
-      int fd = accept4(p[i].fd, (struct sockaddr*)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int fd = pairAccept(p[i].fd, (struct sockaddr*)&ss, &len);
       if (fd < 0) continue;
       char peer[INET6_ADDRSTRLEN + 16];
       peerText(&ss, peer, sizeof(peer));
