@@ -1,5 +1,7 @@
 // The IB transport's edges over the loopback fake (ib_data_fixture.h): what a stranger at the
 // listen port and an oversized message get.
+#include <memory>
+#include <vector>
 #include "ib_data_fixture.h"
 
 extern "C" {
@@ -15,6 +17,14 @@ class IbEdges : public IbDataPath {
   // IB listener (NCCL's magic from the handle, the IB socket type) and nothing else yet.
   void listenWithAStranger(char* handle, struct ncclSocket* stranger) {
     ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
+    addStranger(handle, stranger);
+  }
+  // Another such stranger at the listener of handle.
+ public:
+  void addStrangerTo(const char* handle, struct ncclSocket* stranger) { addStranger(handle, stranger); }
+
+ protected:
+  void addStranger(const char* handle, struct ncclSocket* stranger) {
     struct ncclIbHandle h;
     memcpy(&h, handle, sizeof(h));
     ASSERT_EQ(ncclSocketInit(stranger, &h.connectAddr, h.socketMagic, ncclSocketTypeNetIb, nullptr, 0), ncclSuccess);
@@ -84,26 +94,81 @@ TEST_F(IbEdges, MetadataThatFailsSetupDropsTheConnectionNotTheListener) {
   EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
 }
 
-// A stranger (or a peer host that died mid-setup) that passes the handshake, sends part of its
-// metadata and goes silent is dropped RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC after it connected,
-// with a WARN; the real peer behind it connects. Before, it held accept for ever.
+// Strangers (or peer hosts that died mid-setup) that pass the handshake, send part of their
+// metadata and go silent, then `n` of them: each is dropped RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC
+// after its step began, with a WARN, while accept goes on being called; none holds the
+// listener. Returns the strangers' sockets (closed by the caller).
+std::vector<std::unique_ptr<struct ncclSocket>> silentStrangers(IbEdges* t, const char* handle, int n) {
+  std::vector<std::unique_ptr<struct ncclSocket>> v;
+  char part[100];
+  memset(part, 0, sizeof(part));
+  for (int k = 0; k < n; k++) {
+    v.push_back(std::make_unique<struct ncclSocket>());
+    t->addStrangerTo(handle, v.back().get());
+    EXPECT_EQ(ncclSocketSend(v.back().get(), part, (int)sizeof(part)), ncclSuccess);
+  }
+  return v;
+}
+
+int warnsWith(const std::string& what) {
+  int n = 0;
+  for (auto& l : LogCapture::lines()) n += l.level == NCCL_LOG_WARN && l.msg.find(what) != std::string::npos;
+  return n;
+}
+
+// Three silent strangers mid-setup in front of the real peer, at NCCL's settings (the accept
+// bound 10 s): the real peer connects while they are all still pending (the listener sets up
+// to 8 connections at once), without waiting for their bound.
+TEST_F(IbEdges, SilentStrangersMidSetupDoNotDelayTheRealPeer) {
+  LogCapture log;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
+  auto strangers = silentStrangers(this, handle, 3);
+  if (HasFailure()) return;
+  ASSERT_TRUE(netConnectPair(ib, ctx, dev0, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
+  EXPECT_EQ(warnsWith("dropped the connection, still listening"), 0)
+      << "the real peer waited for a stranger's bound\n" << LogCapture::all();
+  EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
+  for (auto& s : strangers) ncclSocketClose(s.get());
+}
+
+// A silent stranger mid-setup is still dropped at its bound (300 ms here) with a WARN, while
+// accept is called for the next connection; the real peer beside it connected at once.
 TEST_F(IbEdges, ASilentPeerMidSetupIsDroppedAtTheAcceptTimeout) {
   env.set("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", "300");
   LogCapture log;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
-  struct ncclSocket stranger;
-  listenWithAStranger(handle, &stranger);
-  if (HasFatalFailure()) return;
-  char part[100];
-  memset(part, 0, sizeof(part));
-  ASSERT_EQ(ncclSocketSend(&stranger, part, (int)sizeof(part)), ncclSuccess);
+  ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
+  auto strangers = silentStrangers(this, handle, 1);
+  if (HasFailure()) return;
   ASSERT_TRUE(netConnectPair(ib, ctx, dev0, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
-  EXPECT_TRUE(LogCapture::contains("100 of " + std::to_string(sizeof(struct ncclIbConnectionMetadata)) +
-                                       " bytes of its connection metadata came after 300 ms",
-                                   NCCL_LOG_WARN))
-      << LogCapture::all();
+  std::string dropped = "100 of " + std::to_string(sizeof(struct ncclIbConnectionMetadata)) +
+                        " bytes of its connection metadata came after 300 ms";
+  void* more = nullptr;
+  long long deadline = netNowNs() + 10000000000LL;
+  while (warnsWith(dropped) == 0 && more == nullptr && netNowNs() < deadline)
+    ASSERT_EQ(ib->accept(lc, &more, nullptr), ncclSuccess);
+  EXPECT_EQ(more, nullptr) << "a stranger's connection was accepted";
+  EXPECT_EQ(warnsWith(dropped), 1) << LogCapture::all();
   EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
-  ncclSocketClose(&stranger);
+  for (auto& s : strangers) ncclSocketClose(s.get());
+}
+
+// More silent strangers than the listener sets up at once (10 > 8) in front of the real peer:
+// the slots fill, the strangers are dropped at their bound (300 ms), and the real peer behind
+// them connects then.
+TEST_F(IbEdges, MoreSilentStrangersThanSlotsAreDroppedAndTheRealPeerConnects) {
+  env.set("RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC", "300");
+  LogCapture log;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(ib->listen(ctx, dev1, handle, &lc), ncclSuccess);
+  auto strangers = silentStrangers(this, handle, 10);
+  if (HasFailure()) return;
+  ASSERT_TRUE(netConnectPair(ib, ctx, dev0, handle, lc, &sc, &rc, 20000)) << LogCapture::all();
+  EXPECT_GE(warnsWith("dropped the connection, still listening"), 2)
+      << "the real peer got in before the 8 slots were freed?\n" << LogCapture::all();
+  EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
+  for (auto& s : strangers) ncclSocketClose(s.get());
 }
 
 }  // namespace

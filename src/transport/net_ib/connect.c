@@ -54,10 +54,14 @@ static struct railnetConnStages connectStages = RAILNET_CONN_STAGES_INIT("NET/IB
 
 void railnetIbDropConnectStages(void) { railnetConnStageDropAll(&connectStages); }
 
+#define RAILNET_IB_ACCEPT_PENDING 8 /* connections an IB listener sets up at once */
+
 struct ncclIbListenComm {
   int dev;
   struct ncclSocket sock;
-  struct ncclIbCommStage* stage;       /* the accept in progress */
+  /* the connections being set up, at most RAILNET_IB_ACCEPT_PENDING at once: a silent stranger
+   * (or a peer host that died mid-setup) holds one slot until its step's bound, not the listener */
+  struct ncclIbCommStage* stages[RAILNET_IB_ACCEPT_PENDING];
 };
 
 /* ------------------------------------------------------------------ listen */
@@ -182,12 +186,12 @@ fail:
 
 /* ------------------------------------------------------------------ accept */
 
-/* Drop the connection being accepted (bad peer); the listener keeps listening. */
-static void acceptDrop(struct ncclIbListenComm* lc) {
-  struct ncclIbCommStage* st = lc->stage;
+/* Drop connection i being accepted (bad peer); the listener keeps listening. */
+static void acceptDrop(struct ncclIbListenComm* lc, int i) {
+  struct ncclIbCommStage* st = lc->stages[i];
   railnetIbCommFree(st->comm);
   free(st);
-  lc->stage = NULL;
+  lc->stages[i] = NULL;
 }
 
 /* A step of the accept that waits on the peer begins. */
@@ -197,21 +201,20 @@ static void acceptStep(struct ncclIbCommStage* st, int state) {
   st->stageNs = railnetClockNs();
 }
 
-/* The connection being accepted has moved `got` of `want` bytes of `what` in the current step:
- * wait for more, or, once that step has waited RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC, drop it (a
- * stranger that went silent, a peer host that died mid-setup) and keep listening. Each step
- * gets the whole bound, so this side's own slowness never counts against the peer. */
-static ncclResult_t acceptWait(struct ncclIbListenComm* lc, const char* peer, const char* what, int got, size_t want) {
+/* Connection i has moved `got` of `want` bytes of `what` in the current step: wait for more,
+ * or, once that step has waited RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC, drop it (a stranger that
+ * went silent, a peer host that died mid-setup) and keep listening. Each step gets the whole
+ * bound, so this side's own slowness never counts against the peer. */
+static void acceptWait(struct ncclIbListenComm* lc, int i, const char* peer, const char* what, int got, size_t want) {
   int64_t ms = railnetSocketAcceptTimeoutMs();
-  if (railnetClockNs() - lc->stage->stageNs <= (uint64_t)ms * 1000000ull) return ncclSuccess;
+  if (railnetClockNs() - lc->stages[i]->stageNs <= (uint64_t)ms * 1000000ull) return;
   WARN("NET/IB : %s: %d of %zu bytes of %s after %lld ms (RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); dropped the "
        "connection, still listening", peer, got, want, what, (long long)ms);
-  acceptDrop(lc);
-  return ncclSuccess;
+  acceptDrop(lc, i);
 }
 
-/* The state of the next connection to accept, in STAGE_ACCEPT. */
-static ncclResult_t acceptStageNew(struct ncclIbListenComm* lc) {
+/* The state of the next connection to accept, in STAGE_ACCEPT, in slot i. */
+static ncclResult_t acceptStageNew(struct ncclIbListenComm* lc, int i) {
   struct ncclIbCommStage* st;
   NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB accept state"));
   ncclResult_t r = railnetIbCommAlloc(0, &st->comm);
@@ -221,7 +224,110 @@ static ncclResult_t acceptStageNew(struct ncclIbListenComm* lc) {
   }
   st->comm->vDev = lc->dev;
   st->link.state = STAGE_ACCEPT;
-  lc->stage = st;
+  lc->stages[i] = st;
+  return ncclSuccess;
+}
+
+/* Whether slot i waits for a connection to come (none taken from the listener yet). */
+static int acceptWaitsForOne(const struct ncclIbListenComm* lc, int i) {
+  const struct ncclIbCommStage* st = lc->stages[i];
+  return st != NULL && st->link.state == STAGE_ACCEPT &&
+         (st->comm->sock.state == ncclSocketStateNone || st->comm->sock.state == ncclSocketStateAccepting);
+}
+
+/* One step of connection i's setup, as far as it goes without waiting. *moved: a connection
+ * was taken from the listener or dropped (the caller looks for the next one); *recvComm: the
+ * comm, when its setup is done. */
+static ncclResult_t acceptProgress(struct ncclIbListenComm* lc, int i, int* moved, void** recvComm) {
+  struct ncclIbCommStage* st = lc->stages[i];
+  struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
+  struct ncclIbNetCommBase* base = &comm->base;
+  char peer[SOCKET_NAME_MAXLEN];
+  int closed = 0;
+  ncclResult_t r;
+  if (st->link.state == STAGE_ACCEPT) {
+    int waited = acceptWaitsForOne(lc, i);
+    NCCLCHECK(ncclSocketAccept(&base->sock, &lc->sock));
+    if (waited && !acceptWaitsForOne(lc, i)) *moved = 1;
+    int ready = 0;
+    if (ncclSocketReady(&base->sock, &ready) != ncclSuccess) {
+      INFO(NCCL_NET, "NET/IB : a connection to the listener failed its handshake; dropped it");
+      acceptDrop(lc, i);
+      *moved = 1;
+      return ncclSuccess;
+    }
+    if (!ready) return ncclSuccess;
+    railnetSocketSetPeerTimeout(base->sock.fd); /* a sender host that vanishes fails the comm */
+    acceptStep(st, STAGE_RECV_META);
+  }
+  railnetIbPeerStr(base, peer);
+  if (st->link.state == STAGE_RECV_META) {
+    r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->remote, sizeof(st->remote), &st->offset, &closed);
+    if (r != ncclSuccess || closed) {
+      WARN("NET/IB : peer %s closed the connection after %d of %zu bytes of connection metadata; refused it", peer,
+           st->offset, sizeof(st->remote));
+      goto drop;
+    }
+    if (st->offset < (int)sizeof(st->remote)) {
+      acceptWait(lc, i, peer, "its connection metadata came", st->offset, sizeof(st->remote));
+      return ncclSuccess;
+    }
+    if (railnetIbCheckMetadata(&st->remote, peer, 0) != ncclSuccess) {
+      WARN("NET/IB : refused the connection from %s; still listening", peer);
+      goto drop;
+    }
+    r = railnetIbRecvCommSetup(railnetIbSubnetRouteMeta(lc->dev, &st->remote, peer), comm, &st->remote,
+                               &st->local, peer);
+    if (r == ncclRemoteError) { /* what the peer asks does not fit this side (the WARN above): not fatal */
+      WARN("NET/IB : refused the connection from %s; still listening", peer);
+      goto drop;
+    }
+    if (r != ncclSuccess) {
+      acceptDrop(lc, i);
+      return r;
+    }
+    railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
+    acceptStep(st, STAGE_SEND_META);
+  }
+  if (st->link.state == STAGE_SEND_META) {
+    r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset, &closed);
+    if (r != ncclSuccess || closed) {
+      WARN("NET/IB : peer %s closed the connection during connection setup; refused it", peer);
+      goto drop;
+    }
+    if (st->offset < (int)sizeof(st->local)) {
+      acceptWait(lc, i, peer, "this side's connection metadata taken (it stopped reading)", st->offset,
+                 sizeof(st->local));
+      return ncclSuccess;
+    }
+    acceptStep(st, STAGE_RECV_READY);
+  }
+  if (st->link.state == STAGE_RECV_READY) {
+    r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->ready, sizeof(st->ready), &st->offset, &closed);
+    if (r != ncclSuccess || closed) {
+      WARN("NET/IB : peer %s closed the connection before it was ready; refused it", peer);
+      goto drop;
+    }
+    if (st->offset < (int)sizeof(st->ready)) {
+      acceptWait(lc, i, peer, "its ready flag came", st->offset, sizeof(st->ready));
+      return ncclSuccess;
+    }
+    if (st->ready != 1) {
+      WARN("NET/IB : peer %s sent %d instead of its ready flag; refused it", peer, st->ready);
+      goto drop;
+    }
+  }
+  base->ready = 1;
+  INFO(NCCL_NET, "NET/IB: accepted %s (%s) on %s with %d QP%s%s", peer, base->remDevName,
+       ncclIbMergedDevs[base->vDev].devName, base->nqps, base->nqps > 1 ? "s" : "",
+       comm->flushEnabled ? ", GPUDirect flush" : "");
+  *recvComm = comm;
+  free(st);
+  lc->stages[i] = NULL;
+  return ncclSuccess;
+drop:
+  acceptDrop(lc, i);
+  *moved = 1;
   return ncclSuccess;
 }
 
@@ -230,92 +336,23 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
   if (lc == NULL || recvComm == NULL) return ncclInvalidArgument;
   *recvComm = NULL;
   if (recvDevComm) *recvDevComm = NULL;
-  char peer[SOCKET_NAME_MAXLEN];
-  for (;;) {
-    if (lc->stage == NULL) NCCLCHECK(acceptStageNew(lc));
-    struct ncclIbCommStage* st = lc->stage;
-    struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
-    struct ncclIbNetCommBase* base = &comm->base;
-    int closed = 0;
-    ncclResult_t r;
-    if (st->link.state == STAGE_ACCEPT) {
-      NCCLCHECK(ncclSocketAccept(&base->sock, &lc->sock));
-      int ready = 0;
-      if (ncclSocketReady(&base->sock, &ready) != ncclSuccess) {
-        INFO(NCCL_NET, "NET/IB : a connection to the listener failed its handshake; dropped it");
-        acceptDrop(lc);
-        continue;
-      }
-      if (!ready) return ncclSuccess;
-      railnetSocketSetPeerTimeout(base->sock.fd); /* a sender host that vanishes fails the comm */
-      acceptStep(st, STAGE_RECV_META);
+  /* every connection in setup moves on; one slot waits for the next connection while a slot is
+   * free, and a connection taken or dropped lets the next queued one in within this call */
+  for (int round = 0; round <= RAILNET_IB_ACCEPT_PENDING; round++) {
+    int freeSlot = -1, waiting = 0, moved = 0;
+    for (int i = 0; i < RAILNET_IB_ACCEPT_PENDING; i++) {
+      if (lc->stages[i] == NULL && freeSlot < 0) freeSlot = i;
+      waiting |= acceptWaitsForOne(lc, i);
     }
-    railnetIbPeerStr(base, peer);
-    if (st->link.state == STAGE_RECV_META) {
-      r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->remote, sizeof(st->remote), &st->offset, &closed);
-      if (r != ncclSuccess || closed) {
-        WARN("NET/IB : peer %s closed the connection after %d of %zu bytes of connection metadata; refused it", peer,
-             st->offset, sizeof(st->remote));
-        acceptDrop(lc);
-        continue;
-      }
-      if (st->offset < (int)sizeof(st->remote))
-        return acceptWait(lc, peer, "its connection metadata came", st->offset, sizeof(st->remote));
-      if (railnetIbCheckMetadata(&st->remote, peer, 0) != ncclSuccess) {
-        WARN("NET/IB : refused the connection from %s; still listening", peer);
-        acceptDrop(lc);
-        continue;
-      }
-      r = railnetIbRecvCommSetup(railnetIbSubnetRouteMeta(lc->dev, &st->remote, peer), comm, &st->remote,
-                                 &st->local, peer);
-      if (r == ncclRemoteError) { /* what the peer asks does not fit this side (the WARN above): not fatal */
-        WARN("NET/IB : refused the connection from %s; still listening", peer);
-        acceptDrop(lc);
-        continue;
-      }
-      if (r != ncclSuccess) {
-        acceptDrop(lc);
-        return r;
-      }
-      railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
-      acceptStep(st, STAGE_SEND_META);
+    if (!waiting && freeSlot >= 0) NCCLCHECK(acceptStageNew(lc, freeSlot));
+    for (int i = 0; i < RAILNET_IB_ACCEPT_PENDING; i++) {
+      if (lc->stages[i] == NULL) continue;
+      NCCLCHECK(acceptProgress(lc, i, &moved, recvComm));
+      if (*recvComm) return ncclSuccess;
     }
-    if (st->link.state == STAGE_SEND_META) {
-      r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset, &closed);
-      if (r != ncclSuccess || closed) {
-        WARN("NET/IB : peer %s closed the connection during connection setup; refused it", peer);
-        acceptDrop(lc);
-        continue;
-      }
-      if (st->offset < (int)sizeof(st->local))
-        return acceptWait(lc, peer, "this side's connection metadata taken (it stopped reading)", st->offset,
-                          sizeof(st->local));
-      acceptStep(st, STAGE_RECV_READY);
-    }
-    if (st->link.state == STAGE_RECV_READY) {
-      r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->ready, sizeof(st->ready), &st->offset, &closed);
-      if (r != ncclSuccess || closed) {
-        WARN("NET/IB : peer %s closed the connection before it was ready; refused it", peer);
-        acceptDrop(lc);
-        continue;
-      }
-      if (st->offset < (int)sizeof(st->ready))
-        return acceptWait(lc, peer, "its ready flag came", st->offset, sizeof(st->ready));
-      if (st->ready != 1) {
-        WARN("NET/IB : peer %s sent %d instead of its ready flag; refused it", peer, st->ready);
-        acceptDrop(lc);
-        continue;
-      }
-    }
-    base->ready = 1;
-    INFO(NCCL_NET, "NET/IB: accepted %s (%s) on %s with %d QP%s%s", peer, base->remDevName,
-         ncclIbMergedDevs[base->vDev].devName, base->nqps, base->nqps > 1 ? "s" : "",
-         comm->flushEnabled ? ", GPUDirect flush" : "");
-    *recvComm = comm;
-    free(st);
-    lc->stage = NULL;
-    return ncclSuccess;
+    if (!moved) break;
   }
+  return ncclSuccess;
 }
 
 /* ------------------------------------------------------------------ close */
@@ -346,7 +383,8 @@ ncclResult_t ncclIbCloseRecv(void* recvComm) {
 ncclResult_t ncclIbCloseListen(void* listenComm) {
   struct ncclIbListenComm* lc = (struct ncclIbListenComm*)listenComm;
   if (lc == NULL) return ncclSuccess;
-  if (lc->stage) acceptDrop(lc);
+  for (int i = 0; i < RAILNET_IB_ACCEPT_PENDING; i++)
+    if (lc->stages[i]) acceptDrop(lc, i);
   ncclSocketClose(&lc->sock);
   free(lc);
   return ncclSuccess;
