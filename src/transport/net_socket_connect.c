@@ -19,17 +19,23 @@
 #include "net_socket_types.h"
 #include "net_socket_wire.h"
 
+#define SOCKET_ACCEPT_PENDING 8 /* connections a listener reads the socket index of at once */
+
 typedef struct {
   struct ncclSocket sock;
   int dev, nSocks, nThreads;
   uint32_t flags;      /* what the handle offered (RAILNET_SOCKET_HANDLE_*) */
   uint32_t taskSize;   /* the chunk size it stated (RAILNET_SOCKET_HANDLE_TASK_SIZE) */
-  /* accept in progress */
+  /* accept in progress: the comm being assembled, and the connections that have not said
+   * which of its sockets they are yet, up to SOCKET_ACCEPT_PENDING at once (a silent stranger
+   * holds one of them until its bound, not the listener) */
   socketComm* comm;
-  struct ncclSocket pending;
-  int pendingActive;
-  int32_t pendingIdx;
-  int pendingIdxOffset;
+  struct pendingConn {
+    struct ncclSocket sock;
+    int active;
+    int32_t idx;
+    int idxOffset;
+  } pending[SOCKET_ACCEPT_PENDING];
   int nAccepted;
 } socketListenComm;
 
@@ -193,6 +199,57 @@ static ncclResult_t acceptCheckPlaced(socketComm* c) {
   return ncclSuccess;
 }
 
+/* Whether pending connection p waits for a connection to come (none taken from the listener). */
+static int pendingWaits(const struct pendingConn* p) {
+  return p->active && (p->sock.state == ncclSocketStateNone || p->sock.state == ncclSocketStateAccepting);
+}
+
+static void pendingDrop(struct pendingConn* p) {
+  ncclSocketClose(&p->sock);
+  p->active = 0;
+}
+
+/* One step of pending connection p: its handshake, then its socket index, placed in comm c
+ * when it has come. *moved: a connection was taken from the listener, placed or dropped. */
+static ncclResult_t pendingProgress(socketListenComm* lc, struct pendingConn* p, int* moved) {
+  socketComm* c = lc->comm;
+  int waited = pendingWaits(p);
+  NCCLCHECK(ncclSocketAccept(&p->sock, &lc->sock));
+  if (waited && !pendingWaits(p)) *moved = 1;
+  int ready = 0;
+  NCCLCHECK(ncclSocketReady(&p->sock, &ready));
+  if (!ready) return ncclSuccess;
+  int closed = 0;
+  ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &p->sock, &p->idx, sizeof(p->idx), &p->idxOffset, &closed);
+  char a[SOCKET_NAME_MAXLEN];
+  int64_t ms = 0;
+  if (r != ncclSuccess || closed) {
+    INFO(NCCL_NET, "NET/Socket : connection from %s closed before it said which socket it is; dropped it",
+         ncclSocketToString(&p->sock.addr, a, 1));
+  } else if (p->idxOffset < (int)sizeof(p->idx)) {
+    if (!railnetSocketAcceptExpired(&p->sock, &ms)) return ncclSuccess;
+    WARN("NET/Socket : connection from %s did not say which socket it is within %lld ms of connecting "
+         "(RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); dropped it, still listening",
+         ncclSocketToString(&p->sock.addr, a, 1), (long long)ms);
+  } else {
+    int idx = p->idx;
+    struct ncclSocket* slot = idx == c->nSocks ? &c->ctrl : (idx >= 0 && idx < c->nSocks ? &c->socks[idx] : NULL);
+    if (slot != NULL && slot->fd < 0) {
+      *slot = p->sock;
+      slot->acceptFd = -1;
+      p->active = 0;
+      lc->nAccepted++;
+      *moved = 1;
+      return ncclSuccess;
+    }
+    WARN("NET/Socket : connection from %s announced socket index %d, expected an unused one of 0..%d; dropped it",
+         ncclSocketToString(&p->sock.addr, a, 1), idx, c->nSocks);
+  }
+  pendingDrop(p);
+  *moved = 1;
+  return ncclSuccess;
+}
+
 ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_t** recvDevComm) {
   socketListenComm* lc = (socketListenComm*)listenComm;
   if (lc == NULL || recvComm == NULL) return ncclInvalidArgument;
@@ -205,60 +262,32 @@ ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDevic
     lc->comm->balance = (lc->flags & RAILNET_SOCKET_HANDLE_SOCK_SET) != 0;
   }
   socketComm* c = lc->comm;
-  while (lc->nAccepted < c->nSocks + 1) {
-    if (!lc->pendingActive) {
-      memset(&lc->pending, 0, sizeof(lc->pending));
-      lc->pending.fd = -1;
-      lc->pending.acceptFd = -1;
-      lc->pendingActive = 1;
-      lc->pendingIdxOffset = 0;
+  /* a connection taken, placed or dropped lets the next queued one in within this call */
+  for (int round = 0; lc->nAccepted < c->nSocks + 1 && round <= SOCKET_ACCEPT_PENDING + c->nSocks; round++) {
+    int freeSlot = -1, waiting = 0, moved = 0;
+    for (int k = 0; k < SOCKET_ACCEPT_PENDING; k++) {
+      if (!lc->pending[k].active && freeSlot < 0) freeSlot = k;
+      waiting |= pendingWaits(&lc->pending[k]);
     }
-    NCCLCHECK(ncclSocketAccept(&lc->pending, &lc->sock));
-    int ready = 0;
-    NCCLCHECK(ncclSocketReady(&lc->pending, &ready));
-    if (!ready) {
-      ncclResult_t r = acceptCheckPlaced(c);
-      if (r != ncclSuccess) { /* start afresh if the caller tries again */
-        railnetSocketCommFree(c);
-        lc->comm = NULL;
-        lc->nAccepted = 0;
-      }
-      return r;
+    if (!waiting && freeSlot >= 0) {
+      struct pendingConn* p = &lc->pending[freeSlot];
+      memset(p, 0, sizeof(*p));
+      p->sock.fd = -1;
+      p->sock.acceptFd = -1;
+      p->active = 1;
     }
-    int closed = 0;
-    ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &lc->pending, &lc->pendingIdx, sizeof(lc->pendingIdx),
-                                        &lc->pendingIdxOffset, &closed);
-    char a[SOCKET_NAME_MAXLEN];
-    if (r != ncclSuccess || closed) {
-      INFO(NCCL_NET, "NET/Socket : connection from %s closed before it said which socket it is; dropped it",
-           ncclSocketToString(&lc->pending.addr, a, 1));
-      ncclSocketClose(&lc->pending);
-      lc->pendingActive = 0;
-      continue;
+    for (int k = 0; k < SOCKET_ACCEPT_PENDING && lc->nAccepted < c->nSocks + 1; k++)
+      if (lc->pending[k].active) NCCLCHECK(pendingProgress(lc, &lc->pending[k], &moved));
+    if (!moved) break;
+  }
+  if (lc->nAccepted < c->nSocks + 1) {
+    ncclResult_t r = acceptCheckPlaced(c);
+    if (r != ncclSuccess) { /* start afresh if the caller tries again */
+      railnetSocketCommFree(c);
+      lc->comm = NULL;
+      lc->nAccepted = 0;
     }
-    int64_t ms = 0;
-    if (lc->pendingIdxOffset < (int)sizeof(lc->pendingIdx) && railnetSocketAcceptExpired(&lc->pending, &ms)) {
-      WARN("NET/Socket : connection from %s did not say which socket it is within %lld ms of connecting "
-           "(RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC); dropped it, still listening",
-           ncclSocketToString(&lc->pending.addr, a, 1), (long long)ms);
-      ncclSocketClose(&lc->pending);
-      lc->pendingActive = 0;
-      continue;
-    }
-    if (lc->pendingIdxOffset < (int)sizeof(lc->pendingIdx)) return ncclSuccess;
-    int idx = lc->pendingIdx;
-    struct ncclSocket* slot = idx == c->nSocks ? &c->ctrl : (idx >= 0 && idx < c->nSocks ? &c->socks[idx] : NULL);
-    if (slot == NULL || slot->fd >= 0) {
-      WARN("NET/Socket : connection from %s announced socket index %d, expected an unused one of 0..%d; dropped it",
-           ncclSocketToString(&lc->pending.addr, a, 1), idx, c->nSocks);
-      ncclSocketClose(&lc->pending);
-      lc->pendingActive = 0;
-      continue;
-    }
-    *slot = lc->pending;
-    slot->acceptFd = -1;
-    lc->pendingActive = 0;
-    lc->nAccepted++;
+    return r;
   }
   NCCLCHECK(railnetSocketCommStartThreads(c));
   *recvComm = c;
@@ -270,7 +299,8 @@ ncclResult_t ncclNetSocketAccept(void* listenComm, void** recvComm, ncclNetDevic
 ncclResult_t ncclNetSocketCloseListen(void* listenComm) {
   socketListenComm* lc = (socketListenComm*)listenComm;
   if (lc == NULL) return ncclSuccess;
-  if (lc->pendingActive && lc->pending.fd >= 0) ncclSocketClose(&lc->pending);
+  for (int k = 0; k < SOCKET_ACCEPT_PENDING; k++)
+    if (lc->pending[k].active && lc->pending[k].sock.fd >= 0) ncclSocketClose(&lc->pending[k].sock);
   railnetSocketCommFree(lc->comm);
   ncclSocketClose(&lc->sock);
   free(lc);

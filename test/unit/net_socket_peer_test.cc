@@ -157,8 +157,8 @@ TEST_F(NetSocketPeer, BadOrTruncatedHandshakesAreDropped) {
   EXPECT_TRUE(LogCapture::contains("socket type 1", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("closed before its handshake")) << LogCapture::all();
   EXPECT_TRUE(LogCapture::contains("closed before it said which socket it is")) << LogCapture::all();
-  // the silent half-index peer holds the accept slot until it is gone or its accept timeout
-  // passed (ASilentPeerAfterTheHandshakeIsDroppedAtTheAcceptTimeout): close it, as a dead
+  // the silent half-index peer holds one of the listener's slots until it is gone or its accept
+  // timeout passed (ASilentPeerAfterTheHandshakeDoesNotHoldTheRealPeer): close it, as a dead
   // peer's kernel would
   close(halfIdx);
   fds.erase(std::find(fds.begin(), fds.end(), halfIdx));
@@ -170,18 +170,38 @@ TEST_F(NetSocketPeer, BadOrTruncatedHandshakesAreDropped) {
 }
 
 // A peer that does the handshake, sends half its socket index and goes silent (a stranger, or
-// a host that died mid-connect) is dropped RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC (500 here) after
-// it connected, with a WARN, and the real peer queued behind it is accepted. Before, it held
-// accept for ever.
-TEST_F(NetSocketPeer, ASilentPeerAfterTheHandshakeIsDroppedAtTheAcceptTimeout) {
+// a host that died mid-connect): the real peer queued behind it is accepted at once (the
+// listener reads the index of up to 8 connections at once), and the stranger is dropped
+// RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC (500 here) after it connected, with a WARN, while accept
+// goes on being called. Before, it held accept for its bound (for ever before that).
+TEST_F(NetSocketPeer, ASilentPeerAfterTheHandshakeDoesNotHoldTheRealPeer) {
   LogCapture log;
   int halfIdx = raw(hello(0).substr(0, 14));
   raw(hello(0));  // the real peer, behind it in the listen queue
   void* rc = acceptFor(10000);
   ASSERT_NE(rc, nullptr) << LogCapture::all();
+  EXPECT_FALSE(LogCapture::contains("did not say which socket it is", NCCL_LOG_WARN))
+      << "the real peer waited for the stranger's bound\n" << LogCapture::all();
+  EXPECT_EQ(acceptFor(2000), nullptr);
   EXPECT_TRUE(closedByServer(halfIdx, 1000));
   EXPECT_TRUE(LogCapture::contains("did not say which socket it is within 500 ms of connecting", NCCL_LOG_WARN))
       << LogCapture::all();
+  net()->closeRecv(rc);
+}
+
+// More silent half-index strangers than the listener reads at once (10 > 8) in front of the
+// real peer: they are dropped at their bound, and the real peer behind them is accepted.
+TEST_F(NetSocketPeer, MoreSilentPeersThanSlotsAreDroppedAndTheRealPeerIsAccepted) {
+  LogCapture log;
+  std::vector<int> silent;
+  for (int k = 0; k < 10; k++) silent.push_back(raw(hello(0).substr(0, 14)));
+  raw(hello(0));
+  void* rc = acceptFor(10000);
+  ASSERT_NE(rc, nullptr) << LogCapture::all();
+  int dropped = 0;
+  for (auto& l : LogCapture::lines())
+    dropped += l.level == NCCL_LOG_WARN && l.msg.find("did not say which socket it is") != std::string::npos;
+  EXPECT_GE(dropped, 2) << "the real peer got in before the 8 slots were freed?\n" << LogCapture::all();
   net()->closeRecv(rc);
 }
 
