@@ -2,9 +2,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <mutex>
 #include <sstream>
 
@@ -72,6 +76,18 @@ std::string lineStarting(const std::string& s, const std::string& prefix) {
   while (std::getline(in, line))
     if (line.rfind(prefix, 0) == 0) return line;
   return "";
+}
+
+int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd >= 0 && bind(fd, (struct sockaddr*)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr*)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
 }
 
 std::string readFile(const std::string& path) {

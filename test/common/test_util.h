@@ -85,6 +85,9 @@ std::vector<std::string> linesWith(const std::string& s, const std::string& need
 // The whole file ("" when it cannot be read).
 std::string readFile(const std::string& path);
 
+// A TCP port of 127.0.0.1 that nothing listens on now (bound to port 0, then released).
+int freeLoopbackPort();
+
 // A shell command run as a user runs it: /bin/sh -c "( cmd ) 2>&1".
 struct ToolRun {
   int status = -1;  // exit status, -1 if it did not exit

@@ -54,7 +54,8 @@ int connectTo(int port) {
 TEST(RailnetDiagServe, OutOfFileDescriptorsItWaitsAndSaysSo) {
   TempDir d;
   std::string err = d.path() + "/serve.err";
-  int port = 21000 + getpid() % 20000;
+  int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

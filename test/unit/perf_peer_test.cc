@@ -42,12 +42,6 @@ struct SilentListener {
   }
 };
 
-// A port nothing listens on now (bound, then released).
-int freePort() {
-  SilentListener l;
-  return l.port;
-}
-
 TEST(RailnetPerfPeer, ClientGivesUpOnAPortHolderThatSendsNoHandle) {
   SilentListener l;
   ASSERT_GT(l.port, 0);
@@ -57,7 +51,7 @@ TEST(RailnetPerfPeer, ClientGivesUpOnAPortHolderThatSendsNoHandle) {
 }
 
 TEST(RailnetPerfPeer, ServerGivesUpWhenNoClientComes) {
-  int port = freePort();
+  int port = freeLoopbackPort();
   ASSERT_GT(port, 0);
   ToolRun r = shellRun(perfCmd() + "--server --port " + std::to_string(port) + " --timeout 2");
   EXPECT_EQ(r.status, 1) << "(124: it hung until killed)\n" << r.out;
@@ -94,7 +88,7 @@ std::string fetchHandle(int port, char* handle, long long deadlineNs) {
 TEST(RailnetPerfPeer, ServerRefusesASizeItCannotHold) {
   ScopedEnv env;
   env.set("NCCL_SOCKET_IFNAME", "lo");
-  int port = freePort();
+  int port = freeLoopbackPort();
   ASSERT_GT(port, 0);
   TempDir d;
   std::string out = d.path() + "/server.out";
