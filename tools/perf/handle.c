@@ -34,6 +34,7 @@ void serveHandleTcp(const char* handle) {
   int ready;
   while ((ready = poll(&pf, 1, opt.timeoutSec * 1000)) < 0 && errno == EINTR) {
   }
+  if (ready < 0) die("waiting for the client on TCP port %d: %s", opt.port, strerror(errno));
   if (ready == 0) die("no client came for the handle on TCP port %d within %d s (--timeout)", opt.port, opt.timeoutSec);
   int c = accept(fd, NULL, NULL);
   if (c < 0) die("accept on port %d: %s", opt.port, strerror(errno));
