@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <chrono>
 #include <sstream>
+#include <string>
+#include <vector>
 #include <poll.h>
 #include <fstream>
 #include "netns.h"
@@ -306,9 +308,51 @@ int idleConnections(NetNsIo& io, int n, const std::string& stop) {
   return 0;
 }
 
+// A stranger's session in the protocol, its messages after the HELLO given by `types`
+// (IFACES and RDMA_PORTS carry nothing); says "answered T" for each message the server
+// answered in kind, "refused T: why" for the first it did not (then it stops); returns how
+// many were answered (BYE counts as answered when it is sent).
+int strangerSession(NetNsIo& io, const std::vector<uint16_t>& types) {
+  int fd = connectServer();
+  uint64_t dl = railnetClockNs() + 20000000000ull, got = 0;
+  if (fd < 0 || railnetPairAwaitGreet(fd, 0, dl, &got) != 0) return 100;
+  railnetPairHello h = {};
+  snprintf(h.host, sizeof(h.host), "stranger");
+  snprintf(h.version, sizeof(h.version), "0");
+  h.timeoutMs = 1000;
+  railnetPairMsg m;
+  char why[128] = "";
+  if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) {
+    close(fd);
+    return 101;
+  }
+  railnetPairFree(&m);
+  int answered = 0;
+  for (uint16_t t : types) {
+    std::string name = railnetPairTypeName(t);
+    if (railnetPairSend(fd, t, nullptr, 0, dl) != 0) break;
+    if (t == RAILNET_PAIR_BYE) {
+      answered++;
+      io.say("answered " + name);
+      break;
+    }
+    why[0] = '\0';
+    if (railnetPairExpect(fd, t, &m, dl, why) != 0) {
+      io.say("refused " + name + ": " + why);
+      break;
+    }
+    railnetPairFree(&m);
+    answered++;
+    io.say("answered " + name);
+  }
+  usleep(200000);  // the server's side of a BYE before the connection goes
+  close(fd);
+  return answered;
+}
+
 // The hostile client's session: a HELLO asking for 600 s per probe on port 9999, IFACES
-// naming 198.18.30.3 (the plain service, not this client's listener), TCP_RUN; says each
-// result's step, errno and time; leaves without BYE.
+// naming 198.18.30.3 (the plain service, not this client's listener), RDMA_PORTS, TCP_RUN;
+// says each result's step, errno and time; leaves without BYE.
 int hostileSession(NetNsIo& io) {
   int fd = connectServer();
   if (fd < 0) return 1;
@@ -328,6 +372,10 @@ int hostileSession(NetNsIo& io) {
   if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) return 3;
   railnetPairFree(&m);
   if (railnetPairSend(fd, RAILNET_PAIR_IFACES, &x, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why)) return 4;
+  railnetPairFree(&m);
+  if (railnetPairSend(fd, RAILNET_PAIR_RDMA_PORTS, nullptr, 0, dl) ||
+      railnetPairExpect(fd, RAILNET_PAIR_RDMA_PORTS, &m, dl, why))
+    return 6;
   railnetPairFree(&m);
   if (railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, nullptr, 0, dl) ||
       railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why))
@@ -362,6 +410,19 @@ TEST_F(PairNetns, HostileClientsAreBoundedAndTheRealCheckStillPasses) {
     return e;
   });
   EXPECT_TRUE(stranger.success()) << stranger.describe();
+  // a stranger that says BYE before any check: --serve goes on (the real check below needs it)
+  NetNsResult bye = b->run([](NetNsIo& io) { return strangerSession(io, {RAILNET_PAIR_IFACES, RAILNET_PAIR_BYE}); });
+  EXPECT_EQ(bye.exitCode, 2) << bye.describe();
+  // a stranger that repeats the facts to hold its session: the repeat ends it
+  NetNsResult again = b->run([](NetNsIo& io) {
+    return strangerSession(io, {RAILNET_PAIR_IFACES, RAILNET_PAIR_IFACES, RAILNET_PAIR_IFACES});
+  });
+  EXPECT_EQ(again.exitCode, 1) << again.describe();
+  EXPECT_TRUE(has(again.out, "refused IFACES: the peer answered ERROR: a second IFACES")) << again.out;
+  // out of the check's order: the probes before the facts, an RDMA run without its QP
+  NetNsResult early = b->run([](NetNsIo& io) { return strangerSession(io, {RAILNET_PAIR_TCP_RUN}); });
+  EXPECT_EQ(early.exitCode, 0) << early.describe();
+  EXPECT_TRUE(has(early.out, "refused TCP_RUN: the peer answered ERROR: TCP_RUN before the facts")) << early.out;
   // idle connections held open from here to the end
   NetNsChild idle(*b, [stop2](NetNsIo& io) { return idleConnections(io, 6, stop2); });
   // the client that names the plain service as its own address
@@ -393,6 +454,7 @@ TEST_F(PairNetns, HostileClientsAreBoundedAndTheRealCheckStillPasses) {
   EXPECT_TRUE(s.success()) << s.describe() << srv;  // ended by the real check's BYE, not by a stranger
   EXPECT_TRUE(has(srv, "session with 198.18.30.2")) << srv;
   EXPECT_TRUE(has(srv, "no pair protocol message within 2000 ms")) << srv;  // the idle ones, each bounded
+  EXPECT_TRUE(has(srv, "said BYE before its checks: --serve goes on")) << srv;
   EXPECT_TRUE(has(idled.out, "opened ")) << idled.describe();
 }
 

@@ -6,8 +6,12 @@
  * cannot make this side do: probe an address that is not its own (a probe sends nothing
  * until the client's listener greeted with the token of the client's HELLO), wait longer
  * than this side's own bounds (the per-probe bound is PAIR_PROBE_MS whatever the HELLO says;
- * each message of a session must come within what the client's phase may take), or end
- * --serve: only a session that ends with BYE does; one that fails or idles frees the slot. */
+ * each message of a session must come within what the client's phase may take), hold a
+ * session past its phases (each message comes in the check's order, the one-time ones once,
+ * the per-path and per-transfer ones at most as many times as there can be paths: a repeated
+ * or out-of-order message ends the session), or end --serve: only a session that went through
+ * the TCP probes and ends with BYE does; one that fails, idles or says BYE before its checks
+ * frees the slot. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +42,53 @@ static uint64_t nextMessageMs(const pairState* st, int last) {
   return PAIR_REPLY_MS;
 }
 
+/* Where a session is in the check's order (pair_client.c: runChecks): the facts (IFACES,
+ * then RDMA_PORTS), this side's probes (TCP_RUN), the RDMA paths (RDMA_QP, then its
+ * RDMA_RUN), the --bw transfers (BW_START), BYE. */
+enum { PHASE_HELLO, PHASE_IFACES, PHASE_RDMA_PORTS, PHASE_TCP, PHASE_RDMA, PHASE_BW };
+typedef struct {
+  int phase;
+  int rdmaQps, rdmaRuns, bwStarts; /* how many came */
+} sessionOrder;
+
+/* NULL when message type t may come now (and counts it), else why not. */
+static const char* sessionAdmit(sessionOrder* o, const pairState* st, int t) {
+  int maxPaths = st->nLr * st->nRr; /* the RDMA paths there can be: one QP and one RUN each */
+  switch (t) {
+    case RAILNET_PAIR_IFACES:
+      if (o->phase != PHASE_HELLO) return "a second IFACES";
+      o->phase = PHASE_IFACES;
+      return NULL;
+    case RAILNET_PAIR_RDMA_PORTS:
+      if (o->phase != PHASE_IFACES) return o->phase < PHASE_IFACES ? "RDMA_PORTS before IFACES" : "a second RDMA_PORTS";
+      o->phase = PHASE_RDMA_PORTS;
+      return NULL;
+    case RAILNET_PAIR_TCP_RUN:
+      if (o->phase != PHASE_RDMA_PORTS) return o->phase < PHASE_RDMA_PORTS ? "TCP_RUN before the facts" : "a second TCP_RUN";
+      o->phase = PHASE_TCP;
+      return NULL;
+    case RAILNET_PAIR_RDMA_QP:
+      if (o->phase != PHASE_TCP && o->phase != PHASE_RDMA) return "RDMA_QP out of the check's order";
+      if (o->rdmaQps >= maxPaths) return "more RDMA paths than both sides' ports make"; /* a failed setup has no RUN */
+      o->phase = PHASE_RDMA, o->rdmaQps++;
+      return NULL;
+    case RAILNET_PAIR_RDMA_RUN:
+      if (o->phase != PHASE_RDMA || o->rdmaRuns >= o->rdmaQps) return "RDMA_RUN without its RDMA_QP";
+      o->rdmaRuns++;
+      return NULL;
+    case RAILNET_PAIR_BW_START:
+      if (o->phase < PHASE_TCP) return "BW_START before the probes";
+      if (o->bwStarts >= 4 * PAIR_MAX_BW) return "more --bw transfers than a check makes"; /* 2 ways, each measured twice at most */
+      o->phase = PHASE_BW, o->bwStarts++;
+      return NULL;
+    default:
+      return NULL; /* BYE at any time; anything else is refused below */
+  }
+}
+
 /* One message of the session; 1 when the session is over, -1 on an error. *last: the type
  * of the message before (in), of this one (out). */
-static int sessionStep(pairServer* sv, pairState* st, uint64_t sessionDl, int* last) {
+static int sessionStep(pairServer* sv, pairState* st, sessionOrder* order, uint64_t sessionDl, int* last) {
   railnetPairMsg m;
   char why[128] = "";
   uint64_t deadline = railnetClockNs() + nextMessageMs(st, *last) * 1000000ull;
@@ -53,7 +101,8 @@ static int sessionStep(pairServer* sv, pairState* st, uint64_t sessionDl, int* l
   }
   *last = m.type;
   int done = 0;
-  switch (m.type) {
+  const char* refused = sessionAdmit(order, st, m.type);
+  switch (refused ? -1 : m.type) {
     case RAILNET_PAIR_IFACES:
       st->nRemote = (int)m.count;
       if (m.count) memcpy(st->remote, m.u.ifaces, m.count * sizeof(*m.u.ifaces));
@@ -80,7 +129,8 @@ static int sessionStep(pairServer* sv, pairState* st, uint64_t sessionDl, int* l
       break;
     default: {
       railnetPairError err = {EPROTO, ""};
-      snprintf(err.text, sizeof(err.text), "%s is not expected from a client", railnetPairTypeName(m.type));
+      if (refused) snprintf(err.text, sizeof(err.text), "%s: the session ends", refused);
+      else snprintf(err.text, sizeof(err.text), "%s is not expected from a client", railnetPairTypeName(m.type));
       pairLog("session with %s: %s", sv->peer, err.text);
       railnetPairSend(sv->fd, RAILNET_PAIR_ERROR, &err, 1, deadline);
       e = EPROTO;
@@ -106,9 +156,15 @@ static void* sessionThread(void* arg) {
     snprintf(st->peerName, sizeof(st->peerName), "%s", sv->peer);
     pairLog("session with %s (%s, railnet-diag %s)", sv->peer, sv->hello.host, sv->hello.version);
     int last = RAILNET_PAIR_HELLO;
+    sessionOrder order = {PHASE_HELLO, 0, 0, 0};
     if (railnetPairSend(sv->fd, RAILNET_PAIR_HELLO, &st->self, 1, deadline) == 0) {
-      while ((rc = sessionStep(sv, st, deadline, &last)) == 0) {
+      while ((rc = sessionStep(sv, st, &order, deadline, &last)) == 0) {
       }
+    }
+    if (rc == 1 && order.phase < PHASE_TCP) {
+      pairLog("session with %s said BYE before its checks: %s", sv->peer,
+              sv->persistent ? "its slot is free" : "--serve goes on");
+      rc = 0;
     }
   }
   pairRdmaServeEnd();
