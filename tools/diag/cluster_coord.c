@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -105,8 +106,10 @@ static void addLink(clusterRun* run, const railnetClusterLinkMsg* l) {
 }
 
 /* The LINKs of this round's clients (other than rank 0; waiting[i] checks partner[i]), until
- * each came or its rank went. */
-static void collectLinks(clusterRun* run, const int* waiting, const int* partner, int n, uint64_t deadline) {
+ * each came or its rank went. A LINK of another round (a rank whose check overran its bound)
+ * is dropped: it would be filed under this round's pair. */
+static void collectLinks(clusterRun* run, int round, const int* waiting, const int* partner, int n,
+                         uint64_t deadline) {
   int left = n;
   int* pending = (int*)calloc((size_t)(n ? n : 1), sizeof(int));
   for (int i = 0; pending && i < n; i++) pending[i] = waiting[i];
@@ -128,6 +131,11 @@ static void collectLinks(clusterRun* run, const int* waiting, const int* partner
       } else {
         railnetClusterLinkMsg l = *m.u.link;
         railnetPairFree(&m);
+        if ((int)l.round != round) {
+          pairLog("--cluster: rank %d (%s) sent the LINK of round %u in round %d: dropped (its check overran)", r,
+                  k->join.host, l.round, round + 1);
+          continue;
+        }
         /* the pair is the one rank 0 gave, whatever the rank claims */
         l.a = (uint32_t)r, l.b = (uint32_t)partner[i];
         addLink(run, &l);
@@ -137,6 +145,19 @@ static void collectLinks(clusterRun* run, const int* waiting, const int* partner
     usleep(2000);
   }
   free(pending);
+}
+
+/* Rank 0's own pair check, in a thread of its own while rank 0 collects the others' LINKs. */
+typedef struct {
+  const pairServer* sv;
+  railnetClusterRoundMsg round;
+  railnetClusterLinkMsg link;
+} selfCheck;
+
+static void* selfCheckRun(void* arg) {
+  selfCheck* c = (selfCheck*)arg;
+  clusterCheck(c->sv, 0, &c->round, &c->link);
+  return NULL;
 }
 
 /* One round among the ranks still alive: the np disjoint pairs (a < b) checked side by side. */
@@ -156,19 +177,24 @@ static void runPairs(clusterRun* run, const pairServer* sv, const int* alive, in
   }
   for (int i = 0; i < nAlive; i++)
     if (!busy[alive[i]]) sendRound(run, alive[i], round, -1, 0);
-  for (int i = 0; i < np; i++)
+  selfCheck self;
+  pthread_t thread;
+  int own = 0;
+  for (int i = 0; i < np && !own; i++)
     if (pairs[i][0] == 0) { /* rank 0's own check, while the others run theirs */
-      railnetClusterRoundMsg m;
-      memset(&m, 0, sizeof(m));
-      m.round = (uint32_t)round, m.rounds = (uint32_t)rounds, m.partner = pairs[i][1], m.client = 1;
-      m.family = run->ranks[pairs[i][1]].family, m.port = run->ranks[pairs[i][1]].join.listenPort;
-      memcpy(m.addr, run->ranks[pairs[i][1]].addr, 16);
-      m.boundMs = CLUSTER_CHECK_MS;
-      railnetClusterLinkMsg l;
-      clusterCheck(sv, 0, &m, &l);
-      addLink(run, &l);
+      railnetClusterRoundMsg* m = &self.round;
+      memset(&self, 0, sizeof(self));
+      self.sv = sv;
+      m->round = (uint32_t)round, m->rounds = (uint32_t)rounds, m->partner = pairs[i][1], m->client = 1;
+      m->family = run->ranks[pairs[i][1]].family, m->port = run->ranks[pairs[i][1]].join.listenPort;
+      memcpy(m->addr, run->ranks[pairs[i][1]].addr, 16);
+      m->boundMs = CLUSTER_CHECK_MS;
+      own = pthread_create(&thread, NULL, selfCheckRun, &self) == 0 ? 1 : -1;
+      if (own < 0) selfCheckRun(&self); /* no thread: checked here, before the others' LINKs */
     }
-  collectLinks(run, waiting, partner, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
+  collectLinks(run, round, waiting, partner, nWait, start + (CLUSTER_CHECK_MS + 5000) * 1000000ull);
+  if (own > 0) pthread_join(thread, NULL); /* its check ends by its own bound, CLUSTER_CHECK_MS */
+  if (own) addLink(run, &self.link);
   if (run->again)
     fprintf(stderr, "railnet-diag --cluster: again %d/%d: %d pair%s in %.1f s (links that read slow, measured again)\n",
             round - run->rounds + 1, run->againRounds, np, np == 1 ? "" : "s", (double)(railnetClockNs() - start) / 1e9);
