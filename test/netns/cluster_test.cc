@@ -135,8 +135,11 @@ TEST_F(ClusterNetns, HealthyThenABrokenLink) {
   for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out;
   EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[[2,4]],\"dead_ranks\":[]")) << out;
   EXPECT_TRUE(has(out, "the link between rank 2 (")) << out;
-  // rank 2 checks rank 4: its control connection is the first TCP that fails
+  // rank 2 checks rank 4: its control connection is the first TCP that fails; the fix names
+  // the ports a firewall must pass (its listener's port is an ephemeral one, as NCCL's are)
   EXPECT_TRUE(has(out, "cannot connect to " + addrOf(4) + " port ")) << out;
+  EXPECT_TRUE(has(out, "check that rank 4's railnet-diag runs and that a firewall passes TCP to it on the ephemeral "
+                       "ports (")) << out;
 }
 
 // The verdict's array under key in rank 0's JSON ("[3]", "[[1,5]]"), "" when absent.
@@ -282,6 +285,29 @@ TEST_F(ClusterNetns, RankThatDiesMidRunIsReportedNotWaitedFor) {
   EXPECT_FALSE(has(out, "the link between")) << out;  // its links are nobody's fault
   EXPECT_TRUE(has(err, "round 5/5")) << err;
   EXPECT_LT(took, 120) << err;  // far below one check's bound per round: nobody waited for rank 4
+}
+
+// Node 3's firewall drops TCP to port 32768, the low end of its ip_local_port_range, and
+// passes the rest: its pair listener (the kernel binds odd ports first) answers, the probes
+// of its ephemeral ports from its lower ranks (0, 1 and 2 are the clients of their pairs
+// with it) reach 32768 and fail, so those three links break with the cause and the fix;
+// node 3's own checks of 4 and 5 work.
+TEST_F(ClusterNetns, FirewallDroppingPartOfTheEphemeralRange) {
+  ASSERT_TRUE(nodes[3]->sh("sysctl -qw net.ipv4.ip_local_port_range='32768 60999'"));
+  ASSERT_TRUE(nodes[3]->sh("nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' "
+                           "&& nft add rule inet rnt in ct state established,related accept "
+                           "&& nft add rule inet rnt in tcp dport 32768 drop"));
+  std::string out, err;
+  double took;
+  std::vector<int> rc = run([this](int r) { return torchrun(r); }, "--json --timeout 30", {}, &out, &err, &took);
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 1) << "rank " << i << "\n" << out << err;
+  std::string broken = verdictList(out, "broken_links");  // in the order the rounds found them
+  EXPECT_TRUE(broken.size() == 19 && has(broken, "[0,3]") && has(broken, "[1,3]") && has(broken, "[2,3]")) << out;
+  // each link's entry and its finding
+  EXPECT_EQ(occurrences(out, "but not on its ephemeral port(s) 32768 (range 32768-60999): Connection timed out"),
+            (size_t)6) << out;
+  EXPECT_EQ(occurrences(out, "open TCP 32768-60999 inbound on rank 3"), (size_t)6) << out;
+  EXPECT_FALSE(has(out, "the link between rank 3 (vm) and rank 4")) << out;
 }
 
 }  // namespace

@@ -35,6 +35,20 @@ static int tcpFailure(const pairState* st, railnetClusterLinkMsg* m) {
   }
 }
 
+/* The service port works and the peer's ephemeral ports (where NCCL's listeners are) do not:
+ * a firewall that opens the one and not the range; 1 when so. */
+static int ephemeralFailure(const pairState* st, railnetClusterLinkMsg* m) {
+  char failed[64], range[32] = "its ephemeral range";
+  int err = 0;
+  if (pairEphemeralFailed(st, failed, sizeof(failed), &err) == 0) return 0;
+  if (st->peer.portLow) sfmt(range, sizeof(range), "%u-%u", st->peer.portLow, st->peer.portHigh);
+  sfmt(m->cause, sizeof(m->cause), "TCP to rank %u works on port %u but not on its ephemeral port(s) %s (range %s): %s",
+       m->b, st->peer.probePort, failed, range, strerror(err));
+  sfmt(m->fix, sizeof(m->fix), "open TCP %s inbound on rank %u (NCCL's sockets listen there) or narrow "
+       "net.ipv4.ip_local_port_range on every node to a range that is open", range, m->b);
+  return 1;
+}
+
 /* The first failing RDMA path between the GIDs railnet uses on both sides; 1 when found. */
 static int rdmaFailure(const pairState* st, railnetClusterLinkMsg* m) {
   for (int q = 0; q < st->nPaths; q++) {
@@ -58,10 +72,14 @@ void clusterSummarize(const pairState* st, int rc, const char* why, railnetClust
   if (rc) {
     m->ok = 0;
     sfmt(m->cause, sizeof(m->cause), "the pair check stopped: %s", why && why[0] ? why : strerror(rc));
-    sfmt(m->fix, sizeof(m->fix), "check that the partner's railnet-diag runs and that TCP reaches it (firewall)");
+    if (st->self.portLow && strncmp(why ? why : "", "cannot connect", 14) == 0) /* its listener's port is ephemeral */
+      sfmt(m->fix, sizeof(m->fix), "check that rank %u's railnet-diag runs and that a firewall passes TCP to it on the "
+           "ephemeral ports (%u-%u here), where it and NCCL listen", m->b, st->self.portLow, st->self.portHigh);
+    else
+      sfmt(m->fix, sizeof(m->fix), "check that the partner's railnet-diag runs and that TCP reaches it (firewall)");
     return;
   }
-  if (tcpFailure(st, m) || rdmaFailure(st, m)) {
+  if (tcpFailure(st, m) || ephemeralFailure(st, m) || rdmaFailure(st, m)) {
     m->ok = 0;
     return;
   }

@@ -131,13 +131,19 @@ typedef struct {
 void pairStateInit(pairState* st, const pairListener* l);
 /* Every TCP probe from st->local to st->remote (same family) into st->out; progress on a tty. */
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
+/* A probe's timeout within the check's end (st->endNs, 0: none): timeoutMs or less; 0 when
+ * the end has passed (the probe is not run: RAILNET_PAIR_TCP_BOUND). */
+int pairProbeBudgetMs(const pairState* st, int timeoutMs);
 int pairTcpPathCount(const pairState* st);
-/* pair_ports.c (--pair; --cluster keeps its own checks): from the first address pair that
+/* pair_ports.c (--pair and --cluster): from the first address pair that
  * worked on the peer's service port (NCCL's device 0 first), a probe of each of the peer's
  * ephemeral ports into st->eph; and their part of the TCP section: a PROBLEM when the
  * service port works and an ephemeral one does not (a firewall that passes the one and not
  * the range NCCL's sockets use). */
 void pairProbeEphemeral(pairState* st, int timeoutMs);
+/* The ephemeral ports probed that failed (a firewall's answer, not a greeting from another
+ * program or the check's bound), listed in failed, the first errno in *err; how many. */
+int pairEphemeralFailed(const pairState* st, char* failed, size_t size, int* err);
 int pairEphemeralReport(const pairState* st); /* 0: an ephemeral port failed */
 /* The ephemeral listeners of l (pair_listen.c calls it). */
 void pairListenEphemeral(pairListener* l);

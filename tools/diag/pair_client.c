@@ -60,9 +60,15 @@ static int connectControl(const char* spec, int defPort, pairState* st, int* fdO
   return 0;
 }
 
-/* HELLO, IFACES and RDMA_PORTS both ways; 0 or an errno with why. */
+/* The earlier of now + ms and the whole check's end (st->endNs, 0: none yet). */
+static uint64_t phaseEnd(const pairState* st, uint64_t ms) {
+  uint64_t dl = railnetClockNs() + ms * 1000000ull;
+  return st->endNs && st->endNs < dl ? st->endNs : dl;
+}
+
+/* HELLO, IFACES and RDMA_PORTS both ways, within 10 s and the check's end; 0 or an errno with why. */
 static int exchangeFacts(pairState* st, int fd, char* why) {
-  uint64_t dl = railnetClockNs() + 10000000000ull;
+  uint64_t dl = phaseEnd(st, 10000);
   railnetPairMsg m;
   int e = railnetPairSend(fd, RAILNET_PAIR_HELLO, &st->self, 1, dl);
   if (e == 0) e = railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why);
@@ -85,12 +91,6 @@ static int exchangeFacts(pairState* st, int fd, char* why) {
 }
 
 /* The server's probes of this host; 0 or an errno. */
-/* The earlier of now + ms and the whole check's end (st->endNs, 0: none yet). */
-static uint64_t phaseEnd(const pairState* st, uint64_t ms) {
-  uint64_t dl = railnetClockNs() + ms * 1000000ull;
-  return st->endNs && st->endNs < dl ? st->endNs : dl;
-}
-
 static int peerProbes(pairState* st, int fd, int nIn, char* why) {
   uint64_t dl = phaseEnd(st, (uint64_t)nIn * (uint64_t)st->self.timeoutMs + PAIR_REPLY_MS);
   railnetPairMsg m;
@@ -154,7 +154,7 @@ static int runChecks(pairState* st, int fd, char* why, size_t whySize) {
     for (int j = 0; j < st->nLocal; j++) nIn += st->remote[i].family == st->local[j].family;
   printPlan(st, nIn);
   pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
-  if (!st->quiet) pairProbeEphemeral(st, PAIR_PROBE_MS); /* --pair; --cluster keeps its own checks */
+  pairProbeEphemeral(st, PAIR_PROBE_MS);
   if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
   pairRdmaRunClient(st, fd, phaseEnd(st, (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS));
   if (st->bw) pairBwRunClient(st, fd);

@@ -68,15 +68,30 @@ void pairProbeEphemeral(pairState* st, int timeoutMs) {
     uint16_t port = st->peer.ephemeralPorts[k];
     if (port == 0 || port == st->peer.probePort) continue;
     pairProgress("  TCP to the peer's ephemeral port %u", port);
-    railnetPairTcpProbeRun(L, R, port, timeoutMs, PAIR_PROBE_BYTES, st->peer.listenToken, &st->eph[st->nEph]);
+    int ms = pairProbeBudgetMs(st, timeoutMs);
+    if (ms > 0) railnetPairTcpProbeRun(L, R, port, ms, PAIR_PROBE_BYTES, st->peer.listenToken, &st->eph[st->nEph]);
+    else railnetPairTcpNotRun(L, R, &st->eph[st->nEph]);
     st->ephPort[st->nEph++] = port;
   }
   pairProgress(NULL);
 }
 
-/* One row per ephemeral port probed; the finding when some fail where the service port works. */
-static void ephemeralRows(const pairState* st, char* failed, size_t size, int* err) {
+int pairEphemeralFailed(const pairState* st, char* failed, size_t size, int* err) {
   size_t len = 0;
+  int n = 0;
+  failed[0] = '\0', *err = 0;
+  for (int k = 0; k < st->nEph; k++) {
+    const railnetPairTcpResult* r = &st->eph[k];
+    if (r->step == RAILNET_PAIR_TCP_OK || r->step == RAILNET_PAIR_TCP_GREET || r->step == RAILNET_PAIR_TCP_BOUND) continue;
+    if (len < size) len += (size_t)sfmt(failed + len, size - len, "%s%u", len ? ", " : "", st->ephPort[k]);
+    if (*err == 0) *err = r->err;
+    n++;
+  }
+  return n;
+}
+
+/* One row per ephemeral port probed. */
+static void ephemeralRows(const pairState* st) {
   jOpen("ephemeral", '[');
   for (int k = 0; k < st->nEph; k++) {
     const railnetPairTcpResult* r = &st->eph[k];
@@ -91,10 +106,6 @@ static void ephemeralRows(const pairState* st, char* failed, size_t size, int* e
     jStr("step", railnetPairTcpStepName(r->step));
     jStr("error", r->err ? strerror(r->err) : NULL);
     jClose('}');
-    if (!ok && r->step != RAILNET_PAIR_TCP_GREET && len < size) {
-      len += (size_t)sfmt(failed + len, size - len, "%s%u", len ? ", " : "", st->ephPort[k]);
-      if (*err == 0) *err = r->err;
-    }
   }
   jClose(']');
 }
@@ -109,10 +120,10 @@ int pairEphemeralReport(const pairState* st) {
   if (st->peer.portLow) sfmt(range, sizeof(range), "%u-%u", st->peer.portLow, st->peer.portHigh);
   text("  ephemeral ports of the peer (ip_local_port_range %s: where NCCL's listeners are), from %s here to %s:\n",
        range, o->localIf, railnetPairAddrString(o->family, o->peerAddr, a, sizeof(a)));
-  char failed[128] = "";
+  char failed[128];
   int err = 0;
-  ephemeralRows(st, failed, sizeof(failed), &err);
-  if (failed[0] == '\0') return 1;
+  ephemeralRows(st);
+  if (pairEphemeralFailed(st, failed, sizeof(failed), &err) == 0) return 1;
   char fix[512];
   sfmt(fix, sizeof(fix), "open TCP %s inbound on the peer (e.g. nft add rule inet filter input tcp dport %s accept), "
        "or narrow it with net.ipv4.ip_local_port_range (sysctl -w net.ipv4.ip_local_port_range=\"50000 51000\" on "

@@ -59,6 +59,9 @@ static int samePrefix(const railnetPairIface* a, const railnetPairIface* b) {
 }
 
 const char* pairTcpHint(const railnetPairTcpResult* r) {
+  if (r && r->step == RAILNET_PAIR_TCP_BOUND)
+    return "not probed: the check's bound was reached first (many addresses); run railnet-diag --pair between the "
+           "two nodes to probe every path";
   if (r && r->step == RAILNET_PAIR_TCP_GREET)
     return "something answered at that address and port but not the peer's railnet-diag (another program owns "
            "the port, or a proxy/NAT sits between): it was sent nothing; check that the address is the peer's";

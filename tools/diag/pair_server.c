@@ -109,6 +109,7 @@ static int sessionStep(pairServer* sv, pairState* st, sessionOrder* order, uint6
       e = railnetPairSend(sv->fd, RAILNET_PAIR_IFACES, st->local, (uint32_t)st->nLocal, deadline);
       break;
     case RAILNET_PAIR_TCP_RUN:
+      st->endNs = sessionDl; /* no probe past the session's end (--serve --timeout) */
       pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, NULL); /* this side's bound, not the HELLO's */
       e = railnetPairSend(sv->fd, RAILNET_PAIR_TCP_RESULTS, st->out, (uint32_t)st->nOut, deadline);
       break;

@@ -29,19 +29,50 @@ int pairTcpPathCount(const pairState* st) {
   return n;
 }
 
+/* Do addresses a and b share a's subnet (its prefix)? */
+static int sameSubnet(const railnetPairIface* a, const railnetPairIface* b) {
+  int bits = a->prefix, len = a->family == 4 ? 4 : 16;
+  if (a->family != b->family || bits > 8 * len) return 0;
+  for (int i = 0; i < len && bits > 0; i++, bits -= 8) {
+    uint8_t mask = (uint8_t)(bits >= 8 ? 0xff : 0xff << (8 - bits));
+    if ((a->addr[i] & mask) != (b->addr[i] & mask)) return 0;
+  }
+  return 1;
+}
+
+/* 0: the pair NCCL's devices use on both sides, 1: the same subnet, 2: any other. */
+static int probeRank(const railnetPairIface* l, const railnetPairIface* r) {
+  if (l->selected && l->selected == r->selected) return 0;
+  return sameSubnet(l, r) ? 1 : 2;
+}
+
+int pairProbeBudgetMs(const pairState* st, int timeoutMs) {
+  uint64_t now = railnetClockNs();
+  if (st->endNs == 0) return timeoutMs;
+  if (now >= st->endNs) return 0;
+  uint64_t left = (st->endNs - now) / 1000000ull;
+  return left < (uint64_t)timeoutMs ? (int)left : timeoutMs;
+}
+
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label) {
   int total = pairTcpPathCount(st), k = 0;
   st->nOut = 0;
-  for (int i = 0; i < st->nLocal; i++) {
-    for (int j = 0; j < st->nRemote && st->nOut < RAILNET_PAIR_MAX_RESULTS; j++) {
-      if (st->local[i].family != st->remote[j].family) continue;
-      char a[INET6_ADDRSTRLEN];
-      if (label)
-        pairProgress("  %s [%d/%d] %s -> %s (%s)", label, ++k, total, st->local[i].name,
-                     railnetPairAddrString(st->remote[j].family, st->remote[j].addr, a, sizeof(a)), st->remote[j].name);
-      railnetPairTcpProbeRun(&st->local[i], &st->remote[j], peerPort, timeoutMs, PAIR_PROBE_BYTES,
-                             st->peer.listenToken, &st->out[st->nOut++]);
+  /* the paths that matter first (NCCL's pairs, then each subnet's), so that a check cut by
+   * its bound (--cluster on hosts with many addresses) has probed those */
+  for (int rank = 0; rank < 3; rank++)
+    for (int i = 0; i < st->nLocal; i++) {
+      for (int j = 0; j < st->nRemote && st->nOut < RAILNET_PAIR_MAX_RESULTS; j++) {
+        const railnetPairIface *l = &st->local[i], *r = &st->remote[j];
+        if (l->family != r->family || probeRank(l, r) != rank) continue;
+        char a[INET6_ADDRSTRLEN];
+        if (label)
+          pairProgress("  %s [%d/%d] %s -> %s (%s)", label, ++k, total, l->name,
+                       railnetPairAddrString(r->family, r->addr, a, sizeof(a)), r->name);
+        int ms = pairProbeBudgetMs(st, timeoutMs);
+        if (ms > 0) railnetPairTcpProbeRun(l, r, peerPort, ms, PAIR_PROBE_BYTES, st->peer.listenToken, &st->out[st->nOut]);
+        else railnetPairTcpNotRun(l, r, &st->out[st->nOut]);
+        st->nOut++;
+      }
     }
-  }
   if (label) pairProgress(NULL);
 }

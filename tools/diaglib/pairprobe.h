@@ -42,6 +42,8 @@ int railnetPairConnectFrom(const railnetPairIface* local, int family, const uint
  * timeoutMs. Fills r. */
 void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIface* peer, uint16_t port, int timeoutMs,
                             uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r);
+/* The result of a probe not run (RAILNET_PAIR_TCP_BOUND, ETIMEDOUT): the check's bound came first. */
+void railnetPairTcpNotRun(const railnetPairIface* local, const railnetPairIface* peer, railnetPairTcpResult* r);
 /* A listener's side of the greeting: GREET with token on a just-accepted fd. 0 or the errno. */
 int railnetPairGreetSend(int fd, uint64_t token, uint64_t deadlineNs);
 /* The connecting side: the GREET by the deadline; 0 when its token is `token` (any token when

@@ -124,7 +124,8 @@ typedef struct {
 
 enum railnetPairTcpStep { RAILNET_PAIR_TCP_OK = 0, RAILNET_PAIR_TCP_CONNECT = 1, RAILNET_PAIR_TCP_SEND = 2,
                           RAILNET_PAIR_TCP_RECV = 3, RAILNET_PAIR_TCP_VERIFY = 4, RAILNET_PAIR_TCP_LOCAL = 5,
-                          RAILNET_PAIR_TCP_GREET = 6 /* no greeting with the peer's token: nothing sent */ };
+                          RAILNET_PAIR_TCP_GREET = 6, /* no greeting with the peer's token: nothing sent */
+                          RAILNET_PAIR_TCP_BOUND = 7 /* not run: the check's bound was reached before it */ };
 const char* railnetPairTcpStepName(int step);
 
 typedef struct {

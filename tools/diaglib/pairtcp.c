@@ -192,14 +192,24 @@ uint64_t railnetPairNewToken(void) {
   return t ? t : 1;
 }
 
-void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIface* peer, uint16_t port, int timeoutMs,
-                            uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r) {
+static void resultOf(const railnetPairIface* local, const railnetPairIface* peer, railnetPairTcpResult* r) {
   memset(r, 0, sizeof(*r));
   snprintf(r->localIf, sizeof(r->localIf), "%s", local->name);
   snprintf(r->peerIf, sizeof(r->peerIf), "%s", peer->name);
   r->family = peer->family;
   memcpy(r->localAddr, local->addr, sizeof(r->localAddr));
   memcpy(r->peerAddr, peer->addr, sizeof(r->peerAddr));
+}
+
+void railnetPairTcpNotRun(const railnetPairIface* local, const railnetPairIface* peer, railnetPairTcpResult* r) {
+  resultOf(local, peer, r);
+  r->step = RAILNET_PAIR_TCP_BOUND;
+  r->err = ETIMEDOUT;
+}
+
+void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIface* peer, uint16_t port, int timeoutMs,
+                            uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r) {
+  resultOf(local, peer, r);
   uint64_t start = railnetClockNs(), deadline = start + (uint64_t)timeoutMs * 1000000ull;
   int fd = -1;
   if (!local->up) {
