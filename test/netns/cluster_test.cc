@@ -20,6 +20,7 @@
 #include <sstream>
 #include <set>
 #include "netns.h"
+#include "pairprobe.h"
 #include "plugin_loader.h"
 
 namespace {
@@ -308,6 +309,64 @@ TEST_F(ClusterNetns, FirewallDroppingPartOfTheEphemeralRange) {
             (size_t)6) << out;
   EXPECT_EQ(occurrences(out, "open TCP 32768-60999 inbound on rank 3"), (size_t)6) << out;
   EXPECT_FALSE(has(out, "the link between rank 3 (vm) and rank 4")) << out;
+}
+
+// A rank that joins as rank 1 and, for every pair it checks, first sends the LINK of
+// another round (a rank whose check overran sends it late, into the next round) with
+// invented figures, then this round's: rank 0 drops the first (and says so) and files only
+// the LINK of the round it runs. Its figures are the ones in the report.
+int lateLinkRank(NetNsIo& io, uint16_t rendezvousPort) {
+  uint8_t a0[4] = {198, 18, 40, 1};
+  uint64_t dl = railnetClockNs() + 300000000000ull;
+  int fd = -1;
+  for (int i = 0; i < 100 && railnetPairConnectFrom(nullptr, 4, a0, rendezvousPort, railnetClockNs() + 1000000000ull, &fd);
+       i++)
+    usleep(100000);
+  if (fd < 0) return 10;
+  railnetClusterJoinMsg j = {};
+  j.rank = 1, j.size = kRanks, j.listenPort = 9, j.listenToken = 1;  // nothing listens on port 9
+  snprintf(j.host, sizeof(j.host), "late");
+  if (railnetPairSend(fd, RAILNET_CLUSTER_JOIN, &j, 1, dl)) return 11;
+  int lates = 0;
+  for (;;) {
+    railnetPairMsg m;
+    char why[128] = "";
+    if (railnetPairRecv(fd, &m, dl, why)) return 12;
+    if (m.type == RAILNET_CLUSTER_DONE) break;
+    if (m.type == RAILNET_CLUSTER_ROUND && m.u.round->partner >= 0 && m.u.round->client) {
+      railnetClusterLinkMsg l = {};
+      l.round = m.u.round->round + 7, l.ok = 1, l.kbps = l.kbpsBack = 3000, l.usec = l.usecBack = 100;
+      snprintf(l.net, sizeof(l.net), "socket");
+      if (railnetPairSend(fd, RAILNET_CLUSTER_LINK, &l, 1, dl)) return 13;
+      l.round = m.u.round->round, l.kbps = l.kbpsBack = 777000;
+      if (railnetPairSend(fd, RAILNET_CLUSTER_LINK, &l, 1, dl)) return 14;
+      lates++;
+    }
+    railnetPairFree(&m);
+  }
+  io.say("late links " + std::to_string(lates));
+  close(fd);
+  return 0;
+}
+
+TEST_F(ClusterNetns, LinkOfAnotherRoundIsDropped) {
+  double t0 = nowS();
+  auto kids = start([this](int r) { return torchrun(r); }, "--json --timeout 30", {1});
+  NetNsChild late(*nodes[1], [](NetNsIo& io) { return lateLinkRank(io, 29500); });
+  std::string out, err;
+  double took;
+  finish(kids, t0, &out, &err, &took);
+  NetNsResult f = late.wait(60000);
+  ASSERT_TRUE(f.success()) << f.describe() << err;
+  int lates = 0;
+  ASSERT_EQ(sscanf(f.out.c_str() + f.out.find("late links "), "late links %d", &lates), 1) << f.out;
+  EXPECT_GE(lates, 4) << f.out;  // rank 1 checks ranks 2 to 5
+  EXPECT_EQ(occurrences(err, "rank 1 (late) sent the LINK of round "), (size_t)lates) << err;
+  EXPECT_EQ(occurrences(err, "dropped (its check overran)"), (size_t)lates) << err;
+  EXPECT_FALSE(has(out, "\"a_to_b_MBps\":3.0")) << out;  // the late LINKs' figures are nowhere
+  for (int b = 2; b < kRanks; b++)
+    EXPECT_TRUE(has(out, "{\"a\":1,\"b\":" + std::to_string(b) + ",")) << out;
+  EXPECT_EQ(occurrences(out, "\"a_to_b_MBps\":777.0"), (size_t)4) << out;
 }
 
 }  // namespace
