@@ -144,6 +144,21 @@ static void collectLinks(clusterRun* run, int round, const int* waiting, const i
     }
     usleep(2000);
   }
+  /* a rank still there that sent nothing: its check overran the round's bound (its LINK,
+   * if it comes, is dropped in a later round); the pair is reported, not left out */
+  for (int i = 0; pending && i < n; i++) {
+    int r = pending[i];
+    if (r < 0 || !run->ranks[r].alive) continue;
+    railnetClusterLinkMsg l;
+    memset(&l, 0, sizeof(l));
+    l.round = (uint32_t)round, l.a = (uint32_t)r, l.b = (uint32_t)partner[i], l.ok = 0;
+    sfmt(l.cause, sizeof(l.cause), "rank %d sent no result within the round's bound (%d s)", r,
+         (CLUSTER_CHECK_MS + 5000) / 1000);
+    sfmt(l.fix, sizeof(l.fix), "run railnet-diag --serve on rank %d's node and --pair from rank %d's to see what takes "
+         "that long", l.b, r);
+    pairLog("--cluster: rank %d (%s) sent no LINK in round %d", r, run->ranks[r].join.host, round + 1);
+    addLink(run, &l);
+  }
   free(pending);
 }
 
