@@ -21,6 +21,10 @@ const char* railnetLauncherName(void);
 /* Where the ranks meet, "HOST:PORT" into buf: MASTER_ADDR:MASTER_PORT (returns 1), else
  * NCCL_COMM_ID (2); 0 and "" when neither is set. */
 int railnetLauncherRendezvous(char* buf, size_t size);
+/* The job's id, which every rank of it shares, into buf: SLURM_JOB_ID, else
+ * OMPI_MCA_ess_base_jobid, else TORCHELASTIC_RUN_ID; returns the variable's name, or NULL and
+ * "" when none is set. */
+const char* railnetLauncherJobId(char* buf, size_t size);
 
 #ifdef __cplusplus
 }

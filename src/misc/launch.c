@@ -11,7 +11,8 @@ enum {
   P_NET_PLUGIN,
   P_OMPI_RANK, P_PMI_RANK, P_SLURM_RANK, P_TORCH_RANK,
   P_OMPI_SIZE, P_PMI_SIZE, P_SLURM_SIZE, P_TORCH_SIZE,
-  P_MASTER_ADDR, P_MASTER_PORT
+  P_MASTER_ADDR, P_MASTER_PORT,
+  P_SLURM_JOB, P_OMPI_JOB, P_TORCH_JOB
 };
 static const railnetParam launchParams[] = {
     [P_NET_PLUGIN] = RAILNET_PARAM_STR_DEF("NCCL_NET_PLUGIN", NULL,
@@ -39,6 +40,13 @@ static const railnetParam launchParams[] = {
                                             "listens) without --rendezvous"),
     [P_MASTER_PORT] = RAILNET_PARAM_INT_DEF("MASTER_PORT", -1, -1, 65535,
                                             "torchrun's rendezvous port (with MASTER_ADDR)"),
+    [P_SLURM_JOB] = RAILNET_PARAM_STR_DEF("SLURM_JOB_ID", NULL,
+                                          "Slurm's job id: railnet-diag --cluster's job token without --token"),
+    [P_OMPI_JOB] = RAILNET_PARAM_STR_DEF("OMPI_MCA_ess_base_jobid", NULL,
+                                         "Open MPI's job id: railnet-diag --cluster's job token without --token"),
+    [P_TORCH_JOB] = RAILNET_PARAM_STR_DEF("TORCHELASTIC_RUN_ID", NULL,
+                                          "torchrun's run id (--rdzv-id): railnet-diag --cluster's job token "
+                                          "without --token"),
 };
 RAILNET_PARAM_TABLE("launch", launchParams);
 
@@ -88,4 +96,17 @@ int railnetLauncherRendezvous(char* buf, size_t size) {
   }
   if (size) buf[0] = '\0';
   return 0;
+}
+
+const char* railnetLauncherJobId(char* buf, size_t size) {
+  static const char* names[] = {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "TORCHELASTIC_RUN_ID"};
+  for (int p = P_SLURM_JOB; p <= P_TORCH_JOB; p++) {
+    const char* v = railnetParamStr(&launchParams[p]);
+    if (v && v[0]) {
+      snprintf(buf, size, "%s", v);
+      return names[p - P_SLURM_JOB];
+    }
+  }
+  if (size) buf[0] = '\0';
+  return NULL;
 }

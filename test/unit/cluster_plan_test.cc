@@ -335,4 +335,23 @@ TEST(Launcher, RankSizeAndRendezvousFromEachLauncher) {
   EXPECT_STREQ(buf, "10.0.0.1:4000");
 }
 
+TEST(Launcher, JobIdFromEachLauncherSlurmFirst) {
+  ScopedEnv env;
+  for (const char* v : {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "TORCHELASTIC_RUN_ID"}) env.unset(v);
+  char buf[64] = "x";
+  EXPECT_EQ(railnetLauncherJobId(buf, sizeof(buf)), nullptr);
+  EXPECT_STREQ(buf, "");
+  env.set("TORCHELASTIC_RUN_ID", "");  // set but empty: none
+  EXPECT_EQ(railnetLauncherJobId(buf, sizeof(buf)), nullptr);
+  env.set("TORCHELASTIC_RUN_ID", "run-7");
+  EXPECT_STREQ(railnetLauncherJobId(buf, sizeof(buf)), "TORCHELASTIC_RUN_ID");
+  EXPECT_STREQ(buf, "run-7");
+  env.set("OMPI_MCA_ess_base_jobid", "1234567");
+  EXPECT_STREQ(railnetLauncherJobId(buf, sizeof(buf)), "OMPI_MCA_ess_base_jobid");
+  EXPECT_STREQ(buf, "1234567");
+  env.set("SLURM_JOB_ID", "88");  // srun under mpirun or torchrun: the allocation's job
+  EXPECT_STREQ(railnetLauncherJobId(buf, sizeof(buf)), "SLURM_JOB_ID");
+  EXPECT_STREQ(buf, "88");
+}
+
 }  // namespace
