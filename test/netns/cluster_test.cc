@@ -12,6 +12,7 @@
 //  - --rank/--size/--rendezvous instead of the launcher's variables, and the usage errors;
 //  - Open MPI's mpirun starting the six ranks, each entering its namespace (Debian's
 //    openmpi-bin; SKIP without it).
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -28,10 +29,16 @@ namespace {
 const int kRanks = 6;
 const char* kClean = "unset NCCL_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_CONF_FILE NCCL_DEBUG RANK WORLD_SIZE "
                      "MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE "
-                     "SLURM_PROCID SLURM_NTASKS NCCL_COMM_ID; ";
+                     "SLURM_PROCID SLURM_NTASKS NCCL_COMM_ID SLURM_JOB_ID OMPI_MCA_ess_base_jobid TORCHELASTIC_RUN_ID; ";
 
 double nowS() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string hostName() {
+  char h[256] = "";
+  gethostname(h, sizeof(h) - 1);
+  return h;
 }
 
 std::string addrOf(int i) { return "198.18.40." + std::to_string(i + 1); }
@@ -308,7 +315,7 @@ TEST_F(ClusterNetns, FirewallDroppingPartOfTheEphemeralRange) {
   EXPECT_EQ(occurrences(out, "but not on its ephemeral port(s) 32768 (range 32768-60999): Connection timed out"),
             (size_t)6) << out;
   EXPECT_EQ(occurrences(out, "open TCP 32768-60999 inbound on rank 3"), (size_t)6) << out;
-  EXPECT_FALSE(has(out, "the link between rank 3 (vm) and rank 4")) << out;
+  EXPECT_FALSE(has(out, "the link between rank 3 (" + hostName() + ") and rank 4")) << out;
 }
 
 // A rank that joins as rank 1 and overruns the first pair check it is given: it sends that
@@ -373,6 +380,53 @@ TEST_F(ClusterNetns, RankThatOverrunsItsRoundIsReportedAndItsLateLinkDropped) {
   for (int b = 2; b < kRanks; b++) EXPECT_TRUE(has(out, "{\"a\":1,\"b\":" + std::to_string(b) + ",")) << out;
   EXPECT_EQ(occurrences(out, "\"a_to_b_MBps\":777.0"), (size_t)3) << out;
   EXPECT_EQ(occurrences(out, "rank 1 sent no result within the round's bound (95 s)"), (size_t)2) << out;  // link, finding
+}
+
+// Strangers at the rendezvous while the ranks of one job (torchrun's run id job-a) gather: 20
+// connections that never say a word, then a process of another job (run id job-b: another
+// token) that claims rank 5. It says "refused" once rank 0 closed its JOIN's connection, and
+// holds the idle ones open until it is killed.
+int strangerAtRendezvous(NetNsIo& io, uint16_t port) {
+  uint8_t a0[4] = {198, 18, 40, 1};
+  std::vector<int> idle;
+  while (idle.size() < 21) {
+    int fd = -1;
+    if (railnetPairConnectFrom(nullptr, 4, a0, port, railnetClockNs() + 1000000000ull, &fd) == 0) idle.push_back(fd);
+    else usleep(50000);
+  }
+  railnetClusterJoinMsg j = {};
+  j.rank = 5, j.size = kRanks, j.listenPort = 9, j.listenToken = 1, j.jobToken = 0x6a6f622d62ull;
+  snprintf(j.host, sizeof(j.host), "other-job");
+  int fd = idle.back();
+  if (railnetPairSend(fd, RAILNET_CLUSTER_JOIN, &j, 1, railnetClockNs() + 5000000000ull)) return 10;
+  char c;
+  struct pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, 60000) != 1 || read(fd, &c, 1) != 0) return 11;  // closed without a word
+  io.say("refused");
+  pause();
+  return 0;
+}
+
+TEST_F(ClusterNetns, StrangersAtTheRendezvousTakeNoRanksSlot) {
+  double t0 = nowS();
+  auto launch = [this](int r) { return torchrun(r) + "TORCHELASTIC_RUN_ID=job-a "; };
+  auto kids = start(launch, "--json --timeout 30", {5});
+  NetNsChild stranger(*nodes[5], [](NetNsIo& io) { return strangerAtRendezvous(io, 29500); });
+  std::string line;
+  ASSERT_TRUE(stranger.readLine(&line, 60000)) << readFile(d.path() + "/err0");
+  EXPECT_EQ(line, "refused");
+  auto late = start(launch, "--json --timeout 30", {0, 1, 2, 3, 4});  // the real rank 5, after the stranger
+  kids[5] = std::move(late[5]);
+  std::string out, err;
+  double took;
+  std::vector<int> rc = finish(kids, t0, &out, &err, &took);
+  stranger.kill();
+  for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 0) << "rank " << i << "\n" << out << err;
+  EXPECT_TRUE(has(err, "(job token from TORCHELASTIC_RUN_ID)")) << err;
+  EXPECT_TRUE(has(err, "JOIN of rank 5 from other-job refused: its job token is not this job's "
+                       "(TORCHELASTIC_RUN_ID)")) << err;
+  EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out;
+  EXPECT_TRUE(has(out, "{\"rank\":5,\"host\":\"" + hostName() + "\"")) << out;  // the real rank's slot
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ TEST(PairProto, EveryTypeRoundTrips) {
   // --cluster's messages
   railnetClusterJoinMsg j;
   memset(&j, 0, sizeof(j));
-  j.rank = 3, j.size = 6, j.listenPort = 40123, j.listenToken = 0xabcdef;
+  j.rank = 3, j.size = 6, j.listenPort = 40123, j.listenToken = 0xabcdef, j.jobToken = 0x1122334455667788ull;
   snprintf(j.host, sizeof(j.host), "node3");
   ASSERT_EQ(decode(encode(RAILNET_CLUSTER_JOIN, &j, 1), &m), ncclSuccess);
   EXPECT_EQ(memcmp(m.u.join, &j, sizeof(j)), 0);
@@ -162,11 +162,15 @@ TEST(PairProto, HeaderChecks) {
   v = good;
   v[5] = 1;  // version 1 (before the listener's greeting)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 3)"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 4)"), std::string::npos) << why;
   v = good;
   v[5] = 2;  // version 2 (--bw one way, LINK with one direction)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 2 (this railnet-diag speaks 3)"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 2 (this railnet-diag speaks 4)"), std::string::npos) << why;
+  v = good;
+  v[5] = 3;  // version 3 (JOIN without the job's token)
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("protocol version 3 (this railnet-diag speaks 4)"), std::string::npos) << why;
   v = good;
   v[7] = 99;  // type
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);

@@ -29,6 +29,8 @@ typedef struct {
   char rendezvous[300];   /* HOST:PORT */
   const char* launcher;   /* "torchrun", ...; NULL: --rank/--size */
   int joinSec;            /* how long rank 0 waits for the ranks (--timeout) */
+  uint64_t token;         /* the job's token (a hash of --token or the launcher's job id); 0: none */
+  const char* tokenFrom;  /* "--token", "SLURM_JOB_ID", ...; NULL: none */
 } clusterOptions;
 
 /* What rank 0 knows of a rank. */

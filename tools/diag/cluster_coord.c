@@ -31,17 +31,23 @@ static void peerAddr(int fd, int local, uint8_t* family, uint8_t* addr) {
   }
 }
 
-/* One JOIN on a new connection; 0 when it is a rank of this run not seen before. */
-static int takeJoin(clusterRun* run, int fd) {
+/* One JOIN on a new connection, by deadline; 0 when it is a rank of this run not seen before. */
+static int takeJoin(clusterRun* run, int fd, uint64_t deadline) {
   railnetPairMsg m;
   char why[128] = "";
-  if (railnetPairExpect(fd, RAILNET_CLUSTER_JOIN, &m, railnetClockNs() + PAIR_PROBE_MS * 1000000ull, why) != 0) {
+  if (railnetPairExpect(fd, RAILNET_CLUSTER_JOIN, &m, deadline, why) != 0) {
     pairLog("--cluster: a connection without a JOIN refused: %s", why[0] ? why : "nothing within the bound");
     return -1;
   }
   railnetClusterJoinMsg j = *m.u.join;
   railnetPairFree(&m);
   int r = (int)j.rank;
+  if (j.jobToken != run->o->token) {
+    pairLog("--cluster: JOIN of rank %d from %s refused: its job token is not this job's (%s); start every rank "
+            "with the same --token, or under one launcher job", r, j.host,
+            run->o->tokenFrom ? run->o->tokenFrom : "rank 0 has none");
+    return -1;
+  }
   if ((int)j.size != run->o->size || r <= 0 || run->ranks[r].joined) {
     pairLog("--cluster: JOIN of rank %d of %u from %s refused (%s)", r, j.size, j.host,
             (int)j.size != run->o->size ? "another size" : r == 0 ? "rank 0 is this one" : "rank seen already");
@@ -54,17 +60,48 @@ static int takeJoin(clusterRun* run, int fd) {
   return 0;
 }
 
-/* JOINs until every rank came or the deadline; returns how many came (rank 0 included). */
+#define JOIN_PENDING 64 /* connections whose JOIN is awaited side by side */
+
+/* JOINs until every rank came or the deadline; returns how many came (rank 0 included). The
+ * connections are read side by side, each with PAIR_PROBE_MS for its JOIN from its accept, so
+ * idle strangers (health checkers, port scanners) delay no rank; past JOIN_PENDING of them the
+ * oldest is dropped. */
 static int gatherJoins(clusterRun* run, int lfd, uint64_t deadline) {
-  int joined = 1;
+  struct pollfd p[1 + JOIN_PENDING];
+  int pend[JOIN_PENDING], n = 0, joined = 1;
+  uint64_t since[JOIN_PENDING];
   while (joined < run->o->size && railnetClockNs() < deadline) {
-    struct pollfd p = {lfd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
+    p[0] = (struct pollfd){lfd, POLLIN, 0};
+    for (int i = 0; i < n; i++) p[1 + i] = (struct pollfd){pend[i], POLLIN, 0};
+    if (poll(p, (nfds_t)(1 + n), 100) < 0 && errno != EINTR) break;
+    uint64_t now = railnetClockNs();
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+      uint64_t by = since[i] + PAIR_PROBE_MS * 1000000ull;
+      if (p[1 + i].revents == 0 && now < by) { /* still waiting for its JOIN */
+        pend[kept] = pend[i], since[kept++] = since[i];
+        continue;
+      }
+      if (p[1 + i].revents && takeJoin(run, pend[i], by) == 0) {
+        joined++;
+        continue;
+      }
+      if (p[1 + i].revents == 0) pairLog("--cluster: a connection without a JOIN within %d ms refused", PAIR_PROBE_MS);
+      close(pend[i]);
+    }
+    n = kept;
+    if (!(p[0].revents & POLLIN)) continue;
     int fd = pairAccept(lfd, NULL, NULL);
     if (fd < 0) continue;
-    if (takeJoin(run, fd) == 0) joined++;
-    else close(fd);
+    if (n == JOIN_PENDING) { /* the oldest goes */
+      close(pend[0]);
+      memmove(pend, pend + 1, (JOIN_PENDING - 1) * sizeof(*pend));
+      memmove(since, since + 1, (JOIN_PENDING - 1) * sizeof(*since));
+      n--;
+    }
+    pend[n] = fd, since[n++] = railnetClockNs();
   }
+  for (int i = 0; i < n; i++) close(pend[i]);
   return joined;
 }
 
@@ -317,8 +354,9 @@ int clusterCoordinate(const clusterOptions* o, const pairServer* sv) {
   gethostname(run.ranks[0].join.host, sizeof(run.ranks[0].join.host) - 1);
   run.ranks[0].join.size = (uint32_t)o->size;
   run.ranks[0].join.listenPort = pairServerListener(sv)->port;
-  fprintf(stderr, "railnet-diag --cluster: rank 0 of %d waits for the ranks at %s for at most %d s\n", o->size,
-          o->rendezvous, o->joinSec);
+  fprintf(stderr, "railnet-diag --cluster: rank 0 of %d waits for the ranks at %s for at most %d s (%s%s)\n",
+          o->size, o->rendezvous, o->joinSec, o->tokenFrom ? "job token from " : "no job token: any process that "
+          "reaches the rendezvous may join; give every rank the same --token", o->tokenFrom ? o->tokenFrom : "");
   int nAlive = gatherJoins(&run, lfd, railnetClockNs() + (uint64_t)o->joinSec * 1000000000ull);
   close(lfd);
   int* alive = (int*)calloc((size_t)o->size, sizeof(int));

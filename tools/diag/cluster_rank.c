@@ -185,6 +185,7 @@ int clusterFollow(const clusterOptions* o, const pairServer* sv) {
   gethostname(j.host, sizeof(j.host) - 1);
   j.listenPort = pairServerListener(sv)->port;
   j.listenToken = pairServerListener(sv)->token;
+  j.jobToken = o->token;
   int rc = 1;
   if (railnetPairSend(fd, RAILNET_CLUSTER_JOIN, &j, 1, joinDl) == 0) {
     for (;;) {

@@ -42,11 +42,12 @@ typedef struct {
   int cluster;
   const char* rendezvous;
   int rank, size;
+  const char* token; /* --token T: the job's shared secret (else the launcher's job id) */
 } diagOptions;
 /* pair_options.c: the getopt_long codes of --serve, --pair, --port, --timeout and --bw, and
  * their values into o: -1 taken, else the exit status of a usage error. */
 enum { DIAG_OPT_SERVE = 512, DIAG_OPT_PAIR, DIAG_OPT_PORT, DIAG_OPT_TIMEOUT, DIAG_OPT_BW, DIAG_OPT_CLUSTER,
-       DIAG_OPT_RENDEZVOUS, DIAG_OPT_RANK, DIAG_OPT_SIZE };
+       DIAG_OPT_RENDEZVOUS, DIAG_OPT_RANK, DIAG_OPT_SIZE, DIAG_OPT_TOKEN };
 int diagPairOption(int opt, const char* value, diagOptions* o);
 /* Parses argv into o; returns -1 to go on, else the exit status (--help, usage error). */
 int diagParseOptions(int argc, char** argv, diagOptions* o);

@@ -14,7 +14,8 @@ static void usage(FILE* f) {
           "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help] [--version]\n"
           "       railnet-diag --serve [--port P] [--timeout S]\n"
           "       railnet-diag --pair HOST[:P] [--port P] [--bw] [--json]\n"
-          "       railnet-diag --cluster [--rendezvous HOST:PORT] [--rank R --size N] [--timeout S] [--json]\n"
+          "       railnet-diag --cluster [--rendezvous HOST:PORT] [--rank R --size N] [--token T] [--timeout S]\n"
+          "                              [--json]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
           "Read-only; no root needed.\n"
           "\n"
@@ -43,6 +44,9 @@ static void usage(FILE* f) {
           "                   is checked once (--pair with --bw), N-1 rounds of disjoint pairs; rank 0\n"
           "                   prints the links and the verdict: slow ranks, broken links, dead ranks;\n"
           "                   every rank exits 0 when nothing is wrong, 1 when something is\n"
+          "  --token T        --cluster: the job's token, the same on every rank; rank 0 refuses a JOIN\n"
+          "                   without it (default: the launcher's job id, SLURM_JOB_ID,\n"
+          "                   OMPI_MCA_ess_base_jobid or TORCHELASTIC_RUN_ID)\n"
           "  --json           the same facts as one JSON object on stdout\n"
           "  -h, --help       this text\n"
           "  --version        the version (railnet-diag VERSION)\n"
@@ -80,6 +84,7 @@ static const struct option longOptions[] = {
     {"rendezvous", required_argument, NULL, DIAG_OPT_RENDEZVOUS},
     {"rank", required_argument, NULL, DIAG_OPT_RANK},
     {"size", required_argument, NULL, DIAG_OPT_SIZE},
+    {"token", required_argument, NULL, DIAG_OPT_TOKEN},
     {NULL, 0, NULL, 0},
 };
 
@@ -88,7 +93,7 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
   o->params = 0;
   o->watch = -1;
   o->serve = 0, o->pair = NULL, o->port = 18517, o->timeout = 120, o->bw = 0;
-  o->cluster = 0, o->rendezvous = NULL, o->rank = -1, o->size = -1;
+  o->cluster = 0, o->rendezvous = NULL, o->rank = -1, o->size = -1, o->token = NULL;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":h", longOptions, NULL)) != -1) {
@@ -111,7 +116,8 @@ int diagParseOptions(int argc, char** argv, diagOptions* o) {
       case DIAG_OPT_CLUSTER:
       case DIAG_OPT_RENDEZVOUS:
       case DIAG_OPT_RANK:
-      case DIAG_OPT_SIZE: {
+      case DIAG_OPT_SIZE:
+      case DIAG_OPT_TOKEN: {
         int r = diagPairOption(c, optarg, o);
         if (r >= 0) return r;
         break;

@@ -28,6 +28,10 @@ int diagPairOption(int opt, const char* value, diagOptions* o) {
     case DIAG_OPT_RENDEZVOUS: o->rendezvous = value; return -1;
     case DIAG_OPT_RANK: return number("--rank", value, 0, 1023, &o->rank);
     case DIAG_OPT_SIZE: return number("--size", value, 2, 1024, &o->size);
+    case DIAG_OPT_TOKEN:
+      if (value[0] == '\0') return cliUsageError("railnet-diag", "--token wants a non-empty value");
+      o->token = value;
+      return -1;
     default: return number("--timeout", value, 1, 86400, &o->timeout);
   }
 }

@@ -99,6 +99,7 @@ static void codeJoin(pairCursor* c, railnetClusterJoinMsg* r) {
   cStr(c, r->host, sizeof(r->host));
   cU16(c, &r->listenPort);
   cU64(c, &r->listenToken);
+  cU64(c, &r->jobToken);
   cRange(c, r->size, 1, RAILNET_CLUSTER_WIRE_MAX_RANKS, "a cluster size out of range");
   cRange(c, r->rank, 0, r->size ? r->size - 1 : 0, "a rank not below the size");
 }

@@ -50,7 +50,8 @@ extern "C" {
 #endif
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
-#define RAILNET_PAIR_VERSION 3 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions */
+#define RAILNET_PAIR_VERSION 4 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions;
+                                * 4: JOIN with the job's token */
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -223,6 +224,7 @@ typedef struct {
   char host[64];
   uint16_t listenPort;  /* this rank's pair listener */
   uint64_t listenToken; /* its greeting */
+  uint64_t jobToken;    /* the job's token (--token or the launcher's job id, hashed); 0: none */
 } railnetClusterJoinMsg;
 /* --cluster: rank 0 -> rank, one per round. */
 typedef struct {
