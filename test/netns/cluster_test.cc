@@ -14,6 +14,7 @@
 //    openmpi-bin; SKIP without it).
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <chrono>
@@ -427,6 +428,71 @@ TEST_F(ClusterNetns, StrangersAtTheRendezvousTakeNoRanksSlot) {
                        "(TORCHELASTIC_RUN_ID)")) << err;
   EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out;
   EXPECT_TRUE(has(out, "{\"rank\":5,\"host\":\"" + hostName() + "\"")) << out;  // the real rank's slot
+}
+
+// A HELLO to rank 1's pair listener: one with the token rank 1 joined with, one without (0).
+// "served" when its HELLO is answered, "refused" when the connection closes without a word.
+std::string helloWith(const uint8_t* addr, const railnetClusterJoinMsg& j, uint64_t token) {
+  int fd = -1;
+  uint64_t dl = railnetClockNs() + 10000000000ull;
+  if (railnetPairConnectFrom(nullptr, 4, addr, j.listenPort, dl, &fd)) return "no connection";
+  std::string r = "no greeting";
+  railnetPairHello h = {};
+  snprintf(h.host, sizeof(h.host), "stranger");
+  snprintf(h.version, sizeof(h.version), "0");
+  h.timeoutMs = 1000, h.jobToken = token;
+  railnetPairMsg m;
+  char why[128] = "";
+  if (railnetPairAwaitGreet(fd, j.listenToken, dl, nullptr) == 0 && railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) == 0) {
+    int e = railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why);
+    r = e == 0 ? "served" : "refused";
+    if (e == 0) {
+      railnetPairFree(&m);
+      railnetPairSend(fd, RAILNET_PAIR_BYE, nullptr, 0, dl);
+    }
+  }
+  close(fd);
+  return r;
+}
+
+// Rank 0 played by the test: it takes rank 1's JOIN, then knocks on rank 1's pair listener
+// with a HELLO of no job and with one of rank 1's job, then ends the run (DONE).
+int tokenCheckingRank0(NetNsIo& io, uint16_t port) {
+  int lfd = -1, fd = -1;
+  uint16_t bound = 0;
+  if (railnetPairListen(port, &lfd, &bound)) return 10;
+  struct pollfd p = {lfd, POLLIN, 0};
+  if (poll(&p, 1, 60000) != 1 || (fd = accept(lfd, nullptr, nullptr)) < 0) return 11;
+  railnetPairMsg m;
+  char why[128] = "";
+  uint64_t dl = railnetClockNs() + 20000000000ull;
+  if (railnetPairExpect(fd, RAILNET_CLUSTER_JOIN, &m, dl, why)) return 12;
+  railnetClusterJoinMsg j = *m.u.join;
+  railnetPairFree(&m);
+  uint8_t a1[4] = {198, 18, 40, 2};
+  io.say("token " + std::string(j.jobToken ? "set" : "none"));
+  io.say("without: " + helloWith(a1, j, 0));
+  io.say("another: " + helloWith(a1, j, j.jobToken ^ 0x5a5a));
+  io.say("with: " + helloWith(a1, j, j.jobToken));
+  railnetClusterDoneMsg d = {0};
+  if (railnetPairSend(fd, RAILNET_CLUSTER_DONE, &d, 1, dl)) return 13;
+  close(fd);
+  close(lfd);
+  return 0;
+}
+
+TEST_F(ClusterNetns, PairListenerServesOnlyItsJobsToken) {
+  NetNsChild rank0(*nodes[0], [](NetNsIo& io) { return tokenCheckingRank0(io, 29800); });
+  std::string args = "--rendezvous " + addrOf(0) + ":29800 --size 2 --rank 1 --token our-job --timeout 30";
+  NetNsResult r1 = nodes[1]->exec(env() + buildTool("railnet-diag") + " --cluster " + args + " 2>&1");
+  NetNsResult f = rank0.wait(60000);
+  ASSERT_TRUE(f.success()) << f.describe() << r1.out;
+  EXPECT_EQ(r1.exitCode, 0) << r1.describe();
+  EXPECT_TRUE(has(f.out, "token set")) << f.out;
+  EXPECT_TRUE(has(f.out, "without: refused")) << f.out;
+  EXPECT_TRUE(has(f.out, "another: refused")) << f.out;
+  EXPECT_TRUE(has(f.out, "with: served")) << f.out;
+  EXPECT_EQ(occurrences(r1.out, "(stranger) refused: not this job's token"), (size_t)2) << r1.out;
 }
 
 }  // namespace

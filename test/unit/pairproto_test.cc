@@ -45,6 +45,7 @@ railnetPairHello hello() {
   h.flags = RAILNET_PAIR_F_RDMA;
   h.timeoutMs = 2000;
   h.listenToken = 0x0123456789abcdefull;
+  h.jobToken = 0x0fedcba987654321ull;
   return h;
 }
 
@@ -57,6 +58,7 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_EQ(m.u.hello->probePort, 18517);
   EXPECT_EQ(m.u.hello->timeoutMs, 2000u);
   EXPECT_EQ(m.u.hello->listenToken, 0x0123456789abcdefull);
+  EXPECT_EQ(m.u.hello->jobToken, 0x0fedcba987654321ull);
   railnetPairFree(&m);
   railnetPairGreet g = {0xfeedfacecafebeefull};
   ASSERT_EQ(decode(encode(RAILNET_PAIR_GREET, &g, 1), &m), ncclSuccess);

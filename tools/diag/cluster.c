@@ -54,6 +54,7 @@ int clusterMain(const diagOptions* d) {
             strerror(errno));
     return 1;
   }
+  pairServerSetJobToken(sv, o.token);
   if (o.rank == 0) {
     jOpen(NULL, '{');
     jStr("tool", "railnet-diag");

@@ -123,6 +123,7 @@ void clusterCheck(const pairServer* sv, int self, const railnetClusterRoundMsg* 
   railnetPairAddrString(r->family, r->addr, addr, sizeof(addr));
   sfmt(peer, sizeof(peer), r->family == 6 ? "[%s]:%u" : "%s:%u", addr, r->port);
   pairStateInit(st, pairServerListener(sv));
+  st->self.jobToken = pairServerJobToken(sv);
   int rc = pairCheckQuiet(st, peer, r->boundMs, why, sizeof(why));
   clusterSummarize(st, rc, why, m);
   free(st);

@@ -47,8 +47,9 @@ typedef struct {
 
 /* ---------------------------------------------------------------- pair_listen.c */
 typedef struct pairListener pairListener;
-/* A HELLO arrived on fd (the session owns fd from here). Returns 0 to take it, else the
- * connection is refused (one log line). Called from the connection's own thread. */
+/* A HELLO arrived on fd (the session owns fd from here). Returns 0 to take it; -1: busy (the
+ * listener refuses it with one log line); -2: refused, the callee logged why. Called from
+ * the connection's own thread. */
 typedef int (*pairHelloFn)(int fd, const railnetPairHello* hello, const char* peer, void* arg);
 struct pairListener {
   int fd;
@@ -184,6 +185,9 @@ int pairCheckQuiet(pairState* st, const char* peer, uint64_t boundMs, char* why,
 typedef struct pairServer pairServer;
 pairServer* pairServerStart(void);
 const pairListener* pairServerListener(const pairServer* sv);
+/* --cluster: the job's token; a HELLO without it is refused (and logged). 0: none (--serve). */
+void pairServerSetJobToken(pairServer* sv, uint64_t token);
+uint64_t pairServerJobToken(const pairServer* sv);
 void pairServerStop(pairServer* sv);
 
 /* pair_report.c */

@@ -145,6 +145,10 @@ static int runChecks(pairState* st, int fd, char* why, size_t whySize) {
     return e;
   }
   if ((e = exchangeFacts(st, fd, why)) != 0) return e;
+  if (st->peer.jobToken != st->self.jobToken) {
+    snprintf(why, whySize, "the peer's HELLO carries %s", st->self.jobToken ? "another job's token" : "a job's token");
+    return EPROTO;
+  }
   if (st->peer.listenToken != greeted) {
     snprintf(why, whySize, "the peer's HELLO names another listener than the one that greeted");
     return EPROTO;

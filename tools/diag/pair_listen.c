@@ -90,8 +90,11 @@ static void serveConn(pairListener* l, int fd, const char* peer) {
     if (e == 0) __atomic_add_fetch(&l->probesAnswered, 1, __ATOMIC_RELAXED);
     else pairLog("TCP probe from %s (%s) ended early: %s", peer, m.u.probe->from, strerror(e));
     close(fd);
-  } else if (m.type == RAILNET_PAIR_HELLO && l->onHello && l->onHello(fd, m.u.hello, peer, l->arg) == 0) {
+  } else if (m.type == RAILNET_PAIR_HELLO && l->onHello && (e = l->onHello(fd, m.u.hello, peer, l->arg)) == 0) {
     /* the session owns fd now */
+  } else if (m.type == RAILNET_PAIR_HELLO && e == -2) {
+    countRejected(l); /* refused, and said why */
+    close(fd);
   } else {
     countRejected(l);
     pairLog("rejected %s: %s %s", peer, railnetPairTypeName(m.type),

@@ -25,6 +25,7 @@ struct pairServer {
   pthread_cond_t ended; /* a session ended */
   int active, served;
   int persistent;       /* --cluster: a session's BYE does not stop the server */
+  uint64_t jobToken;    /* --cluster: the job's token, which a HELLO must carry (0: --serve, none) */
   int fd;
   railnetPairHello hello;
   char peer[64];
@@ -153,6 +154,7 @@ static void* sessionThread(void* arg) {
   int rc = -1;
   if (st) {
     pairStateInit(st, &sv->listener);
+    st->self.jobToken = sv->jobToken; /* the client checks that its partner is of its job */
     st->peer = sv->hello;
     snprintf(st->peerName, sizeof(st->peerName), "%s", sv->peer);
     pairLog("session with %s (%s, railnet-diag %s)", sv->peer, sv->hello.host, sv->hello.version);
@@ -186,6 +188,11 @@ static void* sessionThread(void* arg) {
 
 static int onHello(int fd, const railnetPairHello* hello, const char* peer, void* arg) {
   pairServer* sv = (pairServer*)arg;
+  if (hello->jobToken != sv->jobToken) {
+    pairLog("HELLO from %s (%s) refused: %s", peer, hello->host,
+            sv->jobToken ? "not this job's token (--cluster serves only the ranks of its job)" : "a job's token");
+    return -2;
+  }
   pthread_mutex_lock(&sv->lock);
   /* --cluster: the partner of the round before may still be saying goodbye (its client
    * moved on after BYE); its session ends within PAIR_BYE_MS */
@@ -272,3 +279,6 @@ int pairServe(const pairOptions* o) {
   }
   return 0;
 }
+
+void pairServerSetJobToken(pairServer* sv, uint64_t token) { sv->jobToken = token; }
+uint64_t pairServerJobToken(const pairServer* sv) { return sv->jobToken; }

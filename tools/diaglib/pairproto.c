@@ -89,6 +89,7 @@ static void codeHello(pairCursor* c, railnetPairHello* r) {
   cU16(c, &r->portLow);
   cU16(c, &r->portHigh);
   for (int k = 0; k < RAILNET_PAIR_EPHEMERAL; k++) cU16(c, &r->ephemeralPorts[k]);
+  cU64(c, &r->jobToken);
   cRange(c, r->timeoutMs, 1, 600000, "a probe timeout outside 1 ms .. 600 s");
   cRange(c, r->portLow, 0, r->portHigh, "a local port range whose low end is above its high end");
 }

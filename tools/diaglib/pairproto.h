@@ -51,7 +51,7 @@ extern "C" {
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
 #define RAILNET_PAIR_VERSION 4 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions;
-                                * 4: JOIN with the job's token */
+                                * 4: JOIN and HELLO with the job's token */
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -97,6 +97,7 @@ typedef struct {
    * for port 0, and the low and high ends of the range (0: none) */
   uint16_t portLow, portHigh;
   uint16_t ephemeralPorts[RAILNET_PAIR_EPHEMERAL];
+  uint64_t jobToken;   /* --cluster: the job's token (a rank's listener serves only its job); 0: none */
 } railnetPairHello;
 #define RAILNET_PAIR_F_RDMA 1u /* libibverbs loaded and lists devices */
 
