@@ -4,7 +4,10 @@
 // fk0..fk3 (one port each); single-device comms go fk0 -> fk1, fused ones (fk0+fk2) ->
 // (fk1+fk3), as the soft-RoCE failover test fuses rxe0+rxe2 and rxe1+rxe3. The wire moves
 // only when a CQ is polled, so every test is one thread and waits for events, not time.
+#include <endian.h>
+#include <atomic>
 #include "ib_data_fixture.h"
+#include "../../src/transport/net_ib/wrid.h"
 
 namespace {
 
@@ -476,9 +479,11 @@ class IbFailover : public IbDataPath {
     env.set("RAILNET_IB_PATH_PROBE_INTERVAL", "0");  // the data QPs' completions tell
     env.set("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", "0");
   }
-  // 48 messages of 64 KiB + 3 bytes over the fused pair, 4 in flight (message k on QP k % 2:
-  // odd ones on fk2); fault(k) before messages 12, 13 and 14.
-  void run(const std::function<void(int)>& fault, bool expectFailover, const char* warned = "port failover: fk") {
+  // count messages of msg bytes (48 of 64 KiB + 3 unless said) over the fused pair, 4 in
+  // flight (message k on QP k % 2: odd ones on fk2); fault(k) before messages at, at + 1
+  // and at + 2.
+  void run(const std::function<void(int)>& fault, bool expectFailover, const char* warned = "port failover: fk",
+           int count = 48, size_t msg = 65536 + 3, int at = 12) {
     LogCapture log;
     connect(fused0, fused1);
     ASSERT_NE(sc, nullptr);
@@ -486,9 +491,9 @@ class IbFailover : public IbDataPath {
     ASSERT_FALSE(second.empty());
     ASSERT_FALSE(first.empty());
     size_t firstBefore = 0;
-    std::string err = stream(48, 65536 + 3, 4, [&](int k) {
-      if (k == 12) firstBefore = bytesOn(first);
-      if (k >= 12 && k <= 14) fault(k);
+    std::string err = stream(count, msg, 4, [&](int k) {
+      if (k == at) firstBefore = bytesOn(first);
+      if (k >= at && k <= at + 2) fault(k);
     });
     if (!expectFailover) {
       EXPECT_NE(err, "") << "without failover the comm fails";
@@ -498,8 +503,8 @@ class IbFailover : public IbDataPath {
     ASSERT_EQ(err, "") << LogCapture::all();
     EXPECT_TRUE(LogCapture::contains(warned, NCCL_LOG_WARN)) << LogCapture::all();
     for (auto* q : second) EXPECT_EQ(q->state, IBV_QPS_ERR) << "fk2's QP " << q->qp.qp_num;
-    // the 36 messages after the fault went over fk0 (and what was replayed)
-    EXPECT_GE(bytesOn(first) - firstBefore, (size_t)36 * (65536 + 3)) << "traffic after the fault on fk0";
+    // the messages after the fault went over fk0 (and what was replayed)
+    EXPECT_GE(bytesOn(first) - firstBefore, (size_t)(count - at) * msg) << "traffic after the fault on fk0";
   }
 };
 
@@ -552,6 +557,29 @@ TEST_F(IbFailover, ErrorCompletionFailsOver) {
   }, true, "port failover: fk2:1 lost its path");
   EXPECT_TRUE(LogCapture::contains("status=local QP operation error(2)", NCCL_LOG_WARN)) << LogCapture::all();
   EXPECT_TRUE(replayedSome()) << "the data write that failed is written again\n" << LogCapture::all();
+}
+
+// Small messages, which go eagerly once the receiver's first ones went through a
+// clear-to-send: fk2's path drops every packet from message 100 on, with eager writes on it;
+// the comm fails over and every byte of every message arrives, eager writes going on over
+// fk0 afterwards.
+TEST_F(IbFailover, EagerMessagesFailOverEveryByteArrives) {
+  std::atomic<int> before{0}, onFk2{0}, after{0};
+  std::atomic<bool> faulted{false};
+  N->holdAtPost([&](const FakeQp& q, const struct ibv_send_wr& w) {  // counts, never holds
+    if (w.opcode != IBV_WR_RDMA_WRITE_WITH_IMM || !(be32toh(w.imm_data) & RAILNET_IB_EAGER_IMM)) return false;
+    (faulted ? after : before)++;
+    if (!faulted && q.hca->name == "fk2") onFk2++;
+    return false;
+  });
+  run([&](int k) {
+    if (k != 100) return;
+    ASSERT_GT(before.load(), 0) << "no eager write before the fault";
+    ASSERT_GT(onFk2.load(), 0) << "no eager write on the path that goes";
+    faulted = true;
+    N->drop(&W->hcas[2], 1);
+  }, true, "port failover: fk", 160, 1000, 100);
+  EXPECT_GT(after.load(), 0) << "no eager write after the failover";
 }
 
 // The same drop without failover: the comm fails.
