@@ -419,7 +419,7 @@ TEST_F(PairNetns, HostileClientsAreBoundedAndTheRealCheckStillPasses) {
   });
   EXPECT_EQ(again.exitCode, 1) << again.describe();
   EXPECT_TRUE(has(again.out, "refused IFACES: the peer answered ERROR: a second IFACES")) << again.out;
-  // out of the check's order: the probes before the facts, an RDMA run without its QP
+  // out of the check's order: the probes before the facts
   NetNsResult early = b->run([](NetNsIo& io) { return strangerSession(io, {RAILNET_PAIR_TCP_RUN}); });
   EXPECT_EQ(early.exitCode, 0) << early.describe();
   EXPECT_TRUE(has(early.out, "refused TCP_RUN: the peer answered ERROR: TCP_RUN before the facts")) << early.out;

@@ -65,6 +65,16 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_EQ(m.u.greet->token, g.token);
   EXPECT_EQ(railnetPairRecordSize(RAILNET_PAIR_GREET), 8u);
   railnetPairFree(&m);
+  railnetPairTcpRun run = {7000};  // TCP_RUN: with the client's budget, or without (an older client)
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_TCP_RUN, &run, 1), &m), ncclSuccess);
+  EXPECT_EQ(m.count, 1u);
+  EXPECT_EQ(m.u.tcpRun->budgetMs, 7000u);
+  railnetPairFree(&m);
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_TCP_RUN, nullptr, 0), &m), ncclSuccess);
+  EXPECT_EQ(m.count, 0u);
+  railnetPairFree(&m);
+  run.budgetMs = 3600001;  // over an hour
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_TCP_RUN, &run, 1), &m), ncclInvalidArgument);
 
   railnetPairIface ifs[2];
   memset(ifs, 0, sizeof(ifs));

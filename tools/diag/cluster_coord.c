@@ -94,6 +94,7 @@ static int gatherJoins(clusterRun* run, int lfd, uint64_t deadline) {
     int fd = pairAccept(lfd, NULL, NULL);
     if (fd < 0) continue;
     if (n == JOIN_PENDING) { /* the oldest goes */
+      pairLog("--cluster: %d connections wait for their JOIN: the oldest is dropped", JOIN_PENDING);
       close(pend[0]);
       memmove(pend, pend + 1, (JOIN_PENDING - 1) * sizeof(*pend));
       memmove(since, since + 1, (JOIN_PENDING - 1) * sizeof(*since));
@@ -170,7 +171,7 @@ static void collectLinks(clusterRun* run, int round, const int* waiting, const i
         railnetPairFree(&m);
         if ((int)l.round != round) {
           pairLog("--cluster: rank %d (%s) sent the LINK of round %u in round %d: dropped (its check overran)", r,
-                  k->join.host, l.round, round + 1);
+                  k->join.host, l.round + 1, round + 1);
           continue;
         }
         /* the pair is the one rank 0 gave, whatever the rank claims */

@@ -38,14 +38,15 @@ static int tcpFailure(const pairState* st, railnetClusterLinkMsg* m) {
 /* The service port works and the peer's ephemeral ports (where NCCL's listeners are) do not:
  * a firewall that opens the one and not the range; 1 when so. */
 static int ephemeralFailure(const pairState* st, railnetClusterLinkMsg* m) {
-  char failed[64], range[32] = "its ephemeral range";
+  char failed[64], range[32] = "unknown";
   int err = 0;
   if (pairEphemeralFailed(st, failed, sizeof(failed), &err) == 0) return 0;
   if (st->peer.portLow) sfmt(range, sizeof(range), "%u-%u", st->peer.portLow, st->peer.portHigh);
   sfmt(m->cause, sizeof(m->cause), "TCP to rank %u works on port %u but not on its ephemeral port(s) %s (range %s): %s",
        m->b, st->peer.probePort, failed, range, strerror(err));
   sfmt(m->fix, sizeof(m->fix), "open TCP %s inbound on rank %u (NCCL's sockets listen there) or narrow "
-       "net.ipv4.ip_local_port_range on every node to a range that is open", range, m->b);
+       "net.ipv4.ip_local_port_range on every node to a range that is open",
+       st->peer.portLow ? range : "net.ipv4.ip_local_port_range", m->b);
   return 1;
 }
 

@@ -132,9 +132,11 @@ typedef struct {
 void pairStateInit(pairState* st, const pairListener* l);
 /* Every TCP probe from st->local to st->remote (same family) into st->out; progress on a tty. */
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
-/* A probe's timeout within the check's end (st->endNs, 0: none): timeoutMs or less; 0 when
- * the end has passed (the probe is not run: RAILNET_PAIR_TCP_BOUND). */
-int pairProbeBudgetMs(const pairState* st, int timeoutMs);
+/* One probe from l to r's port within timeoutMs and the check's end (st->endNs, 0: none):
+ * past the end it is not run, and one the end cut short that timed out reads the same
+ * (RAILNET_PAIR_TCP_BOUND: no verdict on the path). */
+void pairProbeOne(const pairState* st, const railnetPairIface* l, const railnetPairIface* r, uint16_t port,
+                  int timeoutMs, railnetPairTcpResult* out);
 int pairTcpPathCount(const pairState* st);
 /* pair_ports.c (--pair and --cluster): from the first address pair that
  * worked on the peer's service port (NCCL's device 0 first), a probe of each of the peer's

@@ -75,6 +75,10 @@ static int exchangeFacts(pairState* st, int fd, char* why) {
   if (e) return e;
   st->peer = *m.u.hello;
   railnetPairFree(&m);
+  if (st->peer.jobToken != st->self.jobToken) { /* before anything of this host goes to it */
+    snprintf(why, 128, "the peer's HELLO carries %s", st->self.jobToken ? "another job's token" : "a job's token");
+    return EPROTO;
+  }
   if ((e = railnetPairSend(fd, RAILNET_PAIR_IFACES, st->local, (uint32_t)st->nLocal, dl)) != 0 ||
       (e = railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why)) != 0)
     return e;
@@ -92,10 +96,13 @@ static int exchangeFacts(pairState* st, int fd, char* why) {
 
 /* The server's probes of this host; 0 or an errno. */
 static int peerProbes(pairState* st, int fd, int nIn, char* why) {
-  uint64_t dl = phaseEnd(st, (uint64_t)nIn * (uint64_t)st->self.timeoutMs + PAIR_REPLY_MS);
+  uint64_t dl = phaseEnd(st, (uint64_t)nIn * (uint64_t)st->self.timeoutMs + PAIR_REPLY_MS), now = railnetClockNs();
+  uint64_t margin = PAIR_REPLY_MS * 1000000ull;
+  /* the peer's probes end within what this side waits for them, less the answer's margin */
+  railnetPairTcpRun run = {(uint32_t)(dl > now + margin ? (dl - now - margin) / 1000000ull : 0)};
   railnetPairMsg m;
   pairProgress("  TCP from the peer: %d paths (the peer probes this host)", nIn);
-  int e = railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, NULL, 0, dl);
+  int e = railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, &run, 1, dl);
   if (e == 0) e = railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why);
   pairProgress(NULL);
   if (e) return e;
@@ -145,10 +152,6 @@ static int runChecks(pairState* st, int fd, char* why, size_t whySize) {
     return e;
   }
   if ((e = exchangeFacts(st, fd, why)) != 0) return e;
-  if (st->peer.jobToken != st->self.jobToken) {
-    snprintf(why, whySize, "the peer's HELLO carries %s", st->self.jobToken ? "another job's token" : "a job's token");
-    return EPROTO;
-  }
   if (st->peer.listenToken != greeted) {
     snprintf(why, whySize, "the peer's HELLO names another listener than the one that greeted");
     return EPROTO;
@@ -157,8 +160,15 @@ static int runChecks(pairState* st, int fd, char* why, size_t whySize) {
   for (int i = 0; i < st->nRemote; i++)
     for (int j = 0; j < st->nLocal; j++) nIn += st->remote[i].family == st->local[j].family;
   printPlan(st, nIn);
+  /* this side's probes take their share of the time left (the peer's probes of this host get
+   * theirs): on hosts with many addresses the bound cuts them evenly */
+  uint64_t end = st->endNs, now = railnetClockNs(), margin = 2 * PAIR_REPLY_MS * 1000000ull;
+  int mine = pairTcpPathCount(st) + RAILNET_PAIR_EPHEMERAL;
+  if (end > now + margin) st->endNs = now + (end - now - margin) / (uint64_t)(mine + nIn) * (uint64_t)mine;
+  else st->endNs = now;
   pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, "TCP");
   pairProbeEphemeral(st, PAIR_PROBE_MS);
+  st->endNs = end;
   if ((e = peerProbes(st, fd, nIn, why)) != 0) return e;
   pairRdmaRunClient(st, fd, phaseEnd(st, (uint64_t)st->nPaths * 3 * PAIR_RDMA_MS + PAIR_REPLY_MS));
   if (st->bw) pairBwRunClient(st, fd);

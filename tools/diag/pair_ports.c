@@ -68,9 +68,7 @@ void pairProbeEphemeral(pairState* st, int timeoutMs) {
     uint16_t port = st->peer.ephemeralPorts[k];
     if (port == 0 || port == st->peer.probePort) continue;
     pairProgress("  TCP to the peer's ephemeral port %u", port);
-    int ms = pairProbeBudgetMs(st, timeoutMs);
-    if (ms > 0) railnetPairTcpProbeRun(L, R, port, ms, PAIR_PROBE_BYTES, st->peer.listenToken, &st->eph[st->nEph]);
-    else railnetPairTcpNotRun(L, R, &st->eph[st->nEph]);
+    pairProbeOne(st, L, R, port, timeoutMs, &st->eph[st->nEph]);
     st->ephPort[st->nEph++] = port;
   }
   pairProgress(NULL);

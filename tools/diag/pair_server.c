@@ -110,7 +110,9 @@ static int sessionStep(pairServer* sv, pairState* st, sessionOrder* order, uint6
       e = railnetPairSend(sv->fd, RAILNET_PAIR_IFACES, st->local, (uint32_t)st->nLocal, deadline);
       break;
     case RAILNET_PAIR_TCP_RUN:
-      st->endNs = sessionDl; /* no probe past the session's end (--serve --timeout) */
+      st->endNs = sessionDl; /* no probe past the session's end (--serve --timeout), nor the client's budget */
+      if (m.count == 1 && railnetClockNs() + m.u.tcpRun->budgetMs * 1000000ull < st->endNs)
+        st->endNs = railnetClockNs() + m.u.tcpRun->budgetMs * 1000000ull;
       pairProbeTcp(st, st->peer.probePort, PAIR_PROBE_MS, NULL); /* this side's bound, not the HELLO's */
       e = railnetPairSend(sv->fd, RAILNET_PAIR_TCP_RESULTS, st->out, (uint32_t)st->nOut, deadline);
       break;
@@ -190,7 +192,8 @@ static int onHello(int fd, const railnetPairHello* hello, const char* peer, void
   pairServer* sv = (pairServer*)arg;
   if (hello->jobToken != sv->jobToken) {
     pairLog("HELLO from %s (%s) refused: %s", peer, hello->host,
-            sv->jobToken ? "not this job's token (--cluster serves only the ranks of its job)" : "a job's token");
+            sv->jobToken ? "not this job's token (--cluster serves only the ranks of its job)"
+                         : "it carries a --cluster job's token, and this is --serve");
     return -2;
   }
   pthread_mutex_lock(&sv->lock);

@@ -2,6 +2,7 @@
  * entries) and the TCP probes from this host's addresses to the peer's, which the client and
  * the server both run. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 #include "diag.h"
@@ -46,12 +47,26 @@ static int probeRank(const railnetPairIface* l, const railnetPairIface* r) {
   return sameSubnet(l, r) ? 1 : 2;
 }
 
-int pairProbeBudgetMs(const pairState* st, int timeoutMs) {
+/* A probe's timeout within the check's end (st->endNs, 0: none): timeoutMs or less, 0 when the
+ * end has passed. */
+static int probeBudgetMs(const pairState* st, int timeoutMs) {
   uint64_t now = railnetClockNs();
   if (st->endNs == 0) return timeoutMs;
   if (now >= st->endNs) return 0;
   uint64_t left = (st->endNs - now) / 1000000ull;
   return left < (uint64_t)timeoutMs ? (int)left : timeoutMs;
+}
+
+void pairProbeOne(const pairState* st, const railnetPairIface* l, const railnetPairIface* r, uint16_t port,
+                  int timeoutMs, railnetPairTcpResult* out) {
+  int ms = probeBudgetMs(st, timeoutMs);
+  if (ms <= 0) {
+    railnetPairTcpNotRun(l, r, out);
+    return;
+  }
+  railnetPairTcpProbeRun(l, r, port, ms, PAIR_PROBE_BYTES, st->peer.listenToken, out);
+  /* cut short by the check's end, not by the network: not a verdict on the path */
+  if (ms < timeoutMs && out->step != RAILNET_PAIR_TCP_OK && out->err == ETIMEDOUT) out->step = RAILNET_PAIR_TCP_BOUND;
 }
 
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label) {
@@ -68,10 +83,7 @@ void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* l
         if (label)
           pairProgress("  %s [%d/%d] %s -> %s (%s)", label, ++k, total, l->name,
                        railnetPairAddrString(r->family, r->addr, a, sizeof(a)), r->name);
-        int ms = pairProbeBudgetMs(st, timeoutMs);
-        if (ms > 0) railnetPairTcpProbeRun(l, r, peerPort, ms, PAIR_PROBE_BYTES, st->peer.listenToken, &st->out[st->nOut]);
-        else railnetPairTcpNotRun(l, r, &st->out[st->nOut]);
-        st->nOut++;
+        pairProbeOne(st, l, r, peerPort, timeoutMs, &st->out[st->nOut++]);
       }
     }
   if (label) pairProgress(NULL);

@@ -137,6 +137,10 @@ static void codeLink(pairCursor* c, railnetClusterLinkMsg* r) {
   cStr(c, r->fix, sizeof(r->fix));
   cRange(c, (uint32_t)r->ok, 0, 1, "a link outcome other than 0 or 1");
 }
+static void codeTcpRun(pairCursor* c, railnetPairTcpRun* r) {
+  cU32(c, &r->budgetMs);
+  cRange(c, r->budgetMs, 0, 3600000, "a probe budget over an hour");
+}
 static void codeDone(pairCursor* c, railnetClusterDoneMsg* r) {
   cI32(c, &r->exitCode);
   cRange(c, (uint32_t)r->exitCode, 0, 1, "an exit status other than 0 or 1");
@@ -262,7 +266,7 @@ static const struct {
     [RAILNET_PAIR_HELLO] = {"HELLO", sizeof(railnetPairHello), (pairCodec)codeHello, 1, 1},
     [RAILNET_PAIR_IFACES] = {"IFACES", sizeof(railnetPairIface), (pairCodec)codeIface, 0, RAILNET_PAIR_MAX_IFACES},
     [RAILNET_PAIR_TCP_PROBE] = {"TCP_PROBE", sizeof(railnetPairTcpProbe), (pairCodec)codeProbe, 1, 1},
-    [RAILNET_PAIR_TCP_RUN] = {"TCP_RUN", 0, NULL, 0, 0},
+    [RAILNET_PAIR_TCP_RUN] = {"TCP_RUN", sizeof(railnetPairTcpRun), (pairCodec)codeTcpRun, 0, 1},
     [RAILNET_PAIR_TCP_RESULTS] = {"TCP_RESULTS", sizeof(railnetPairTcpResult), (pairCodec)codeTcp, 0,
                                   RAILNET_PAIR_MAX_RESULTS},
     [RAILNET_PAIR_RDMA_PORTS] = {"RDMA_PORTS", sizeof(railnetPairRdmaEntry), (pairCodec)codeRdma, 0,

@@ -20,7 +20,8 @@
  *        the server's listener greeted with the server's token; the server echoes `bytes`
  *        bytes back (the client's side of the TCP check); then the same on each of the
  *        server's ephemeral ports from one address that worked
- *   C->S TCP_RUN, S->C TCP_RESULTS  the server probes the client's addresses the same way
+ *   C->S TCP_RUN, S->C TCP_RESULTS  the server probes the client's addresses the same way,
+ *                                   within the budget TCP_RUN gives (none: its own bound)
  *   C->S RDMA_PORTS, S->C RDMA_PORTS  every active port x GID of interest
  *   C->S RDMA_QP, S->C RDMA_QP      per path: QP numbers, GIDs, buffers; the server answers
  *                                   with its QP (or the step and errno that failed)
@@ -51,7 +52,7 @@ extern "C" {
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
 #define RAILNET_PAIR_VERSION 4 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions;
-                                * 4: JOIN and HELLO with the job's token */
+                                * 4: JOIN and HELLO with the job's token, TCP_RUN with a budget */
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -129,6 +130,12 @@ enum railnetPairTcpStep { RAILNET_PAIR_TCP_OK = 0, RAILNET_PAIR_TCP_CONNECT = 1,
                           RAILNET_PAIR_TCP_GREET = 6, /* no greeting with the peer's token: nothing sent */
                           RAILNET_PAIR_TCP_BOUND = 7 /* not run: the check's bound was reached before it */ };
 const char* railnetPairTcpStepName(int step);
+
+/* TCP_RUN's record (0 or 1 of it): how long the client waits for the server's probes, less
+ * its answer's margin; a probe past it is not run (RAILNET_PAIR_TCP_BOUND). */
+typedef struct {
+  uint32_t budgetMs;
+} railnetPairTcpRun;
 
 typedef struct {
   char localIf[16];
@@ -268,6 +275,7 @@ typedef struct {
     railnetPairRdmaEntry* rdma;
     railnetPairRdmaQp* qp;
     railnetPairRdmaRun* run;
+    railnetPairTcpRun* tcpRun;
     railnetPairRdmaResult* result;
     railnetPairError* error;
     railnetPairBwStart* bwStart;
