@@ -17,6 +17,7 @@ extern "C" {
 #include "../../src/transport/net_ib/completion.h"
 #include "../../src/transport/net_ib/devices.h"
 #include "../../src/transport/net_ib/eager.h"
+#include "../../src/transport/net_ib/eager_state.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }

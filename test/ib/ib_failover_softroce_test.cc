@@ -24,6 +24,7 @@ extern "C" {
 #include "railnet.h"
 #include "../../src/transport/net_ib/comm.h"
 #include "../../src/transport/net_ib/eager.h"
+#include "../../src/transport/net_ib/eager_state.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }

@@ -224,11 +224,13 @@ TEST(Structure, SendQueueCreditsChangeInTheQpModuleOnly) {
 
 // Port failover's state (struct railnetIbFailover) is read and written by the failover files
 // only; the rest of the data path goes through failover.h's hooks (failover_hooks.c). The eager
-// state (struct railnetIbEager) is the eager files' (eager*.c, eager*.h) in the same way.
+// state (struct railnetIbEager) is the eager files' (eager*.c, eager*.h) in the same way, and
+// opaque outside them: its definition, eager_state.h, is included by no other file.
 TEST(Structure, FailoverAndEagerStateAreTouchedByTheirOwnFilesOnly) {
   std::regex foField("\\bfo\\s*->"), eagerField("\\beager\\s*->");
+  std::regex includesState("^\\s*#\\s*include\\s*\"eager_state\\.h\"");
   std::regex foOwner("/(failover|failover_state|failover_msg|failover_hooks|records|recovery|probe)\\.[ch]$");
-  int inOwners = 0;
+  int inOwners = 0, eagerStructs = 0;
   forEachCodeLine("src", [&](const std::string& path, size_t n, const std::string& code, const std::string& line) {
     bool own = std::regex_search(path, foOwner), hit = std::regex_search(code, foField);
     inOwners += own && hit;
@@ -237,8 +239,12 @@ TEST(Structure, FailoverAndEagerStateAreTouchedByTheirOwnFilesOnly) {
     bool eagerOwn = path.find("/net_ib/eager") != std::string::npos;
     EXPECT_TRUE(eagerOwn || !std::regex_search(code, eagerField))
         << path << ":" << n << " reads or writes the eager struct: add or use a function of eager.h (" << line << ")";
+    EXPECT_TRUE(eagerOwn || !std::regex_search(line, includesState))
+        << path << ":" << n << " includes the eager state: it is opaque outside the eager files (" << line << ")";
+    eagerStructs += code.find("struct railnetIbEager {") != std::string::npos;
   });
   EXPECT_GT(inOwners, 50) << "the failover files no longer use the struct through 'fo->': update this test";
+  EXPECT_EQ(eagerStructs, 1) << "struct railnetIbEager is defined once, in eager_state.h";
 }
 
 TEST(Structure, FilesAreSmall) {

@@ -33,79 +33,15 @@ extern "C" {
 #define RAILNET_IB_EAGER_CLOSING (1ull << 63) /* receiver's mode word: a multi-receive came, close */
 /* wr_id and immediate layouts: wrid.h */
 
-/* An irecv queued while the comm closes its eager messages (railnetIbEagerQueue). */
-struct ncclIbMrHandle;
-struct railnetIbEagerPending {
-  struct ncclIbRequest* req;
-  int n;
-  uint8_t filled;                      /* bit i: buffer i got a message that came eagerly */
-  void* data[NCCL_NET_IB_MAX_RECVS];
-  size_t sizes[NCCL_NET_IB_MAX_RECVS];
-  int tags[NCCL_NET_IB_MAX_RECVS];
-  const struct ncclIbMrHandle* mh[NCCL_NET_IB_MAX_RECVS];
-};
+/* The eager state (struct railnetIbEager, struct railnetIbEagerPending) is the eager files'
+ * own: eager_state.h, included by eager_int.h; the rest of the transport holds a pointer and
+ * calls the functions below. */
+struct railnetIbEager;
 
-struct railnetIbEager {
-  uint32_t size;                       /* the largest message sent eagerly (agreed) */
-  uint32_t stride;                     /* bytes per ring / bounce slot: header and size rounded up to 64 */
-  size_t bytes;                        /* buf's length (the slots, the credit words, whole pages) */
-  uint64_t rtsSent;                    /* sender: position + 1 of the last request-to-send */
-  uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
-  struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
-  /* sender: the receiver's ring */
-  uint64_t remAddr;
-  uint32_t remRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
-  /* receiver */
-  uint64_t arrived[RAILNET_IB_EAGER_SLOTS]; /* position + 1 of a message waiting in the slot, 0: none */
-  uint32_t arrivedSize[RAILNET_IB_EAGER_SLOTS];
-  uint64_t released;                   /* positions below it delivered */
-  uint64_t doneMask;                   /* bit i: position released + i delivered */
-  uint64_t told;                       /* the count last written to the sender */
-  uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
-  int small;                           /* lazy: irecvs write no clear-to-send now */
-  int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
-  int retryAfter;                      /* lazy: how many of those before trying (0: RAILNET_IB_EAGER_RETRY) */
-  uint64_t rtsLast;                    /* lazy: position + 1 of the last request-to-send taken (one written
-                                          again after a failover doubles retryAfter no more) */
-  int asked;                           /* lazy: a request-to-send came since the last eager message */
-  uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
-  uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
-  uint64_t mode, modeTold;             /* lazy, receiver: (position << 1) | every irecv writes its clear-to-send */
-  uint64_t everyFrom;                  /* ... where the last such period began */
-  /* the close (a multi-receive): sender: closed once it wrote it; receiver: closing once it
-   * asked, closeAt the sender's position + 1 once the close came, closed once taken */
-  int closing, closed;
-  uint64_t closeAt;
-  uint64_t pendFrom;                   /* receiver: its fifoHead when closing began (irecvs queued from there) */
-  uint64_t frontier;                   /* ... every position below it came (from pendFrom on) */
-  struct railnetIbEagerPending* pend;  /* ... the queued irecvs (RAILNET_IB_FIFO_SLOTS, made at the close) */
-  int pendHead, pendCount;
-  struct ncclIbRequest* copyReq[RAILNET_IB_EAGER_SLOTS]; /* receiver: the NIC copy out of ring slot s: for it */
-  uint64_t copyPos[RAILNET_IB_EAGER_SLOTS];              /* ... of the message at this position */
-  void* copyBuf[RAILNET_IB_EAGER_SLOTS];                 /* ... into this buffer, */
-  const struct ncclIbMrHandle* copyMh[RAILNET_IB_EAGER_SLOTS]; /* registered so, */
-  size_t copyLen[RAILNET_IB_EAGER_SLOTS];                /* this many bytes */
-  /* port failover (eager_fo.c): on for this comm; sender: per bounce slot the position + 1 of
-   * the message in it, its request until a write of it completed, the QP of its last write;
-   * bit s: to be written again, written again and not completed; the close's QP (-1: none)
-   * and position, the close to be written again; messages sent eagerly and written again.
-   * Receiver: repeats dropped, NIC copies made again */
-  int fo;
-  int tellQp;                          /* receiver: the QP its credit writes go on (QP 0 until it is gone) */
-  uint64_t slotPos[RAILNET_IB_EAGER_SLOTS];
-  struct ncclIbRequest* slotReq[RAILNET_IB_EAGER_SLOTS];
-  uint8_t slotQp[RAILNET_IB_EAGER_SLOTS];
-  uint32_t resend, resendOut;
-  int closeQp, closeResend;
-  uint64_t closePos;
-  uint64_t sent, resent, repeats, copyRedos;
-  uint32_t copyRedone;                 /* receiver: bit s: slot s's NIC copy was made again once */
-};
-
-/* The comm takes eager messages now (agreed, not closed). */
-static inline int railnetIbEagerOpen(const struct railnetIbEager* e) { return e != NULL && !e->closed; }
-/* Receiver: a multi-receive came and the comm is closing its eager messages. */
-static inline int railnetIbEagerClosing(const struct railnetIbEager* e) { return e != NULL && e->closing; }
+/* The comm takes eager messages now (agreed, not closed); e NULL: no. */
+int railnetIbEagerOpen(const struct railnetIbEager* e);
+/* Receiver: a multi-receive came and the comm is closing its eager messages; e NULL: no. */
+int railnetIbEagerClosing(const struct railnetIbEager* e);
 
 /* RAILNET_IB_EAGER_SIZE (0: off; default RAILNET_IB_EAGER_DEFAULT). */
 int railnetIbEagerSize(void);

@@ -5,6 +5,7 @@
 #ifndef RAILNET_NET_IB_EAGER_INT_H
 #define RAILNET_NET_IB_EAGER_INT_H
 #include "eager.h"
+#include "eager_state.h"
 #include "wire.h"
 
 /* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->stride bytes each: a railnetIbEagerHdr, then the

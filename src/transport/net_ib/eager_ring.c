@@ -139,3 +139,7 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
   r->events[d]++;
   return ncclSuccess;
 }
+
+/* Here, the lowest of the eager files, as every eager file and the transport ask them. */
+int railnetIbEagerOpen(const struct railnetIbEager* e) { return e != NULL && !e->closed; }
+int railnetIbEagerClosing(const struct railnetIbEager* e) { return e != NULL && e->closing; }
