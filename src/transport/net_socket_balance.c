@@ -19,6 +19,7 @@
 #define RATE_MIN_NS 1000000ull /* a rate's interval: at least 1 ms */
 #define RATE_STALE_NS 100000000ull
 #define REFRESH_PER_CHOICE 4 /* sockets whose kernel state one choice reads (an ioctl each) */
+#define PROBE_EVERY_CHUNKS 16 /* a slow socket is probed again after 16 times a chunk's time at its rate */
 
 /* Reads what socket s's peer acknowledged (the bytes handed to the kernel less those in it
  * not acknowledged yet, SIOCOUTQ) and updates the rate at which it acknowledges: measured over
@@ -26,8 +27,11 @@
  * handed to the kernel at the start are still not acknowledged at the end) and some bytes
  * were acknowledged. An idle socket says nothing about its path, and an interval that may
  * hold an idle gap (between two bursts) would make a fast path look slow. 0 until measured.
- * Stale (the rate kept, flagged) when, more than 100 ms after the last measurement, the
- * socket had delivered by the end of an interval all it was given before it. */
+ * A probe (railnetSocketProbeRate) delivered by now was delivered at least at its size over
+ * the time since it was given: a rate more than twice the measured one replaces it (a path
+ * that got better; a probe on a fast path is delivered before it could be measured). Stale (the rate kept, flagged) when, more than 100 ms after the last
+ * measurement, the socket had delivered by the end of an interval all it was given before
+ * it. */
 static void queueRefresh(socketComm* c, int s, uint64_t now) {
   taskQueue* q = &c->queues[s];
   uint64_t moved = __atomic_load_n(&q->moved, __ATOMIC_RELAXED);
@@ -35,6 +39,11 @@ static void queueRefresh(socketComm* c, int s, uint64_t now) {
   if (ioctl(c->socks[s].fd, SIOCOUTQ, &outq) != 0 || outq < 0) outq = 0;
   uint64_t acked = moved > (uint64_t)outq ? moved - (uint64_t)outq : 0;
   if (acked > q->acked) q->acked = acked; /* outq may count bytes moved after `moved` was read */
+  if (q->probeEnd != 0 && q->acked >= q->probeEnd) {
+    double lower = (double)q->probeBytes / (double)(now - q->probedNs + 1);
+    if (lower > 2 * q->rate) q->rate = lower, q->stale = 0, q->ratedNs = now;
+    q->probeEnd = 0;
+  }
   if (now - q->seenNs < RATE_MIN_NS) return;
   if (q->acked > q->ackedSeen && q->acked < q->movedSeen) {
     double r = (double)(q->acked - q->ackedSeen) / (double)(now - q->seenNs);
@@ -51,6 +60,13 @@ static void queueRefresh(socketComm* c, int s, uint64_t now) {
   q->movedSeen = moved;
   q->plannedSeen = q->planned;
   q->seenNs = now;
+}
+
+double railnetSocketProbeRate(const taskQueue* q, double fastest, size_t task, uint64_t now) {
+  if (!q->stale || q->rate >= fastest || q->planned > q->acked) return q->rate;
+  uint64_t last = q->probedNs > q->ratedNs ? q->probedNs : q->ratedNs;
+  if ((double)(now - last) <= PROBE_EVERY_CHUNKS * (double)task / q->rate) return q->rate;
+  return fastest;
 }
 
 /* When socket s would have delivered one chunk more of `task` bytes: its bytes still to
@@ -105,13 +121,16 @@ ctrlSockSet railnetSocketChooseSet(socketComm* c, size_t size, uint32_t flags) {
     if (!c->queues[s].stale && rate[s] > fastest) fastest = rate[s];
   }
   /* not measured: it never stayed busy 1 ms, so it delivers faster than any that did (and at
-   * least 1 byte per ns; when none was measured, bytes alone decide); measured long ago
-   * (stale): at least as fast as the fastest now, so that it gets its share again, and is
-   * measured again */
+   * least 1 byte per ns; when none was measured, bytes alone decide) */
   double unmeasured = fastest * 2 > 1 ? fastest * 2 : 1;
+  ctrlSockSet probes = 0; /* credited more than their own rate: a chunk there is a probe */
   for (int s = 0; s < n; s++) {
-    if (rate[s] <= 0) rate[s] = unmeasured;
-    else if (c->queues[s].stale && rate[s] < fastest) rate[s] = fastest;
+    if (rate[s] <= 0) {
+      rate[s] = unmeasured;
+      continue;
+    }
+    rate[s] = railnetSocketProbeRate(&c->queues[s], fastest > 0 ? fastest : unmeasured, task0, now);
+    if (rate[s] != c->queues[s].rate) probes |= 1ull << s;
   }
   /* the round-robin choice: k0 sockets in turn */
   ctrlSockSet set = 0;
@@ -145,7 +164,11 @@ ctrlSockSet railnetSocketChooseSet(socketComm* c, size_t size, uint32_t flags) {
     c->chooseFrom = (c->chooseFrom + k0) % n;
   }
   size_t task = railnetSocketTaskSize(c, size, flags, __builtin_popcountll(set)), off = 0;
-  for (ctrlSockSet left = set; left != 0; left &= left - 1, off += task)
-    c->queues[__builtin_ctzll(left)].planned += size - off < task ? size - off : task;
+  for (ctrlSockSet left = set; left != 0; left &= left - 1, off += task) {
+    taskQueue* q = &c->queues[__builtin_ctzll(left)];
+    size_t bytes = size - off < task ? size - off : task;
+    q->planned += bytes;
+    if (probes & (left & -left)) q->probedNs = now, q->probeBytes = bytes, q->probeEnd = q->planned;
+  }
   return set;
 }

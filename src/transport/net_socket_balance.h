@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "net_socket_wire.h"
+#include "net_socket_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +24,15 @@ struct socketComm;
  * others, in larger chunks, would deliver it in half the time. The
  * chosen sockets' queued bytes grow by the chunks. */
 ctrlSockSet railnetSocketChooseSet(struct socketComm* c, size_t size, uint32_t flags);
+
+/* The rate a choice of `task`-byte chunks credits queue q with, when some socket was measured
+ * at `fastest` lately (bytes per ns): its measured rate, but the fastest when its rate is
+ * stale (measured long ago; it kept up since, or idled) and slower, it has nothing left to
+ * deliver, and it was measured or probed longer ago than 16 times a chunk's time at its rate.
+ * That socket so gets a chunk (a probe: one at a time, as its backlog counts at its own rate)
+ * and is measured again, at most once per 16 chunk-times, so probing a slow path costs the
+ * messages that wait for it little. */
+double railnetSocketProbeRate(const taskQueue* q, double fastest, size_t task, uint64_t now);
 
 #ifdef __cplusplus
 }

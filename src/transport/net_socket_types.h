@@ -80,6 +80,9 @@ typedef struct {
   double rate;        /* bytes per ns it delivered between samples while busy (0: not measured yet) */
   int stale;          /* rate was measured long ago (it kept up since, or idled) */
   uint64_t ratedNs;   /* when rate was last measured */
+  uint64_t probedNs;  /* when it was last given a chunk as a probe (railnetSocketProbeRate) */
+  uint64_t probeBytes; /* that chunk's bytes, delivered when acked reaches probeEnd (0: none waits) */
+  uint64_t probeEnd;
   /* zero-copy sends (send comms; owned like head): */
   int zc;             /* send with MSG_ZEROCOPY now (SO_ZEROCOPY is set) */
   uint32_t zcNext;    /* completion id of the next zero-copy send */

@@ -209,8 +209,9 @@ struct SlowSocket : TwoHosts {
 
 // Messages of 512 KiB (NCCL's steps: 2 chunks of 256 KiB on 4 data sockets) go to the 2
 // sockets that would deliver them soonest, so the slow connection carries at most half its
-// round-robin share (48 of the 192 chunks; about 9 here: the first few before its rate is
-// measured, and probes once its rate went stale).
+// round-robin share (48 of the 192 chunks; 5 - 13 here: those of the first 8 messages in
+// flight, posted before any socket was measured, and a probe at most every 16 of its chunk-
+// times (8.2 s) once its rate went stale, as the unit tests NetSocketBalance.* check).
 TEST_F(SlowSocket, ItGetsFewerChunks) {
   NetPlan plan;
   plan.sizes.assign(96, 512u << 10);

@@ -22,6 +22,7 @@
 extern "C" {
 #include "../../src/transport/net_socket_types.h"
 #include "../../src/transport/net_socket_wire.h"
+#include "../../src/transport/net_socket_balance.h"
 #include "railnet.h"
 }
 
@@ -598,6 +599,63 @@ TEST_F(NetSocketCtrl, MessagesForEverySocketLeaveOutOneBehind) {
   EXPECT_EQ(s[1], 6u);
   EXPECT_EQ(s[2], 6u);
   EXPECT_EQ(s[3], 6u);
+}
+
+// A socket measured slow long ago (stale) is credited the fastest rate again, so it gets a
+// probe, only once it has nothing left to deliver and 16 of its chunk-times have passed since
+// it was measured (16 x 256 KiB at 512 KB/s: 8.2 s); otherwise, its own rate. A probe the
+// sender waited for (the path stayed slow) so does not bring the next one at once.
+TEST(NetSocketBalance, AStaleSlowSocketIsProbedOncePer16ChunkTimes) {
+  taskQueue q;
+  memset(&q, 0, sizeof(q));
+  const double slow = 512e3 / 1e9, fastest = 1.0;  // bytes per ns
+  const size_t chunk = 256u << 10;
+  const uint64_t now = 100000000000ull, sec = 1000000000ull;
+  q.rate = slow;
+  q.planned = q.acked = 4u << 20;
+  q.stale = 1;
+  q.ratedNs = now - 1 * sec;
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), slow) << "probed 1 s after it was measured";
+  q.ratedNs = now - 8 * sec;
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), slow) << "probed 8 s after it was measured";
+  q.ratedNs = now - 9 * sec;
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), fastest) << "not probed 9 s after";
+  q.planned += chunk;  // the probe is on its way: no second one until it was measured again
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), slow);
+  q.acked = q.planned;
+  q.probedNs = now - 1 * sec;  // the probe was delivered: the next one 16 chunk-times after it
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), slow);
+  q.probedNs = 0;
+  q.stale = 0;  // measured lately: its own rate, however long ago
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), slow);
+  q.stale = 1;
+  EXPECT_EQ(railnetSocketProbeRate(&q, slow / 2, chunk, now), slow) << "faster than the fastest: its own rate";
+  q.rate = 0.5;  // a fast path: 16 chunk-times are 8 ms, so it is probed again after 100 ms
+  q.ratedNs = now - sec / 10;
+  EXPECT_EQ(railnetSocketProbeRate(&q, fastest, chunk, now), fastest);
+}
+
+// Socket 0 measured at 512 KB/s 20 s ago, stale: the first message takes it as a probe (its
+// 16 chunk-times, 8.2 s, have passed), and no second one goes there before the probe was seen
+// delivered. On loopback it is delivered at once: its rate is raised to at least the probe's
+// size over the time it took (more than twice the old one), it is no longer stale, and it
+// takes chunks again. Every byte arrives.
+TEST_F(NetSocketCtrl, AProbeDeliveredFastRaisesASlowRate) {
+  connect(false);
+  ASSERT_EQ(S()->balance, 1);
+  taskQueue* q = &S()->queues[0];
+  const double slow = 512e3 / 1e9;
+  q->rate = slow;
+  q->stale = 1;
+  q->ratedNs = railnetClockNs() - 20000000000ull;
+  std::vector<uint32_t> s;
+  ASSERT_NO_FATAL_FAILURE(exchange(512u << 10, 1, &s));  // 2 chunks of 256 KiB
+  EXPECT_EQ(s[0], 1u) << "socket 0 got no probe";
+  EXPECT_EQ(q->probeBytes, 256u << 10);
+  ASSERT_NO_FATAL_FAILURE(exchange(512u << 10, 12, &s));
+  EXPECT_EQ(q->stale, 0);
+  EXPECT_GT(q->rate, 2 * slow);
+  EXPECT_GE(s[0], 2u) << "socket 0 took no chunk after its probe";
 }
 
 // Messages of 700 KiB: 3 chunks on 4 sockets (256 KiB, 256 KiB and a short last one, on the
