@@ -222,6 +222,24 @@ TEST(Structure, SendQueueCreditsChangeInTheQpModuleOnly) {
   EXPECT_GE(inQpH, 3) << "qp.h no longer holds the credit functions";
 }
 
+// Which QPs of a comm are gone (ncclIbQp.gone) is the QP set's (qp.h, qp.c): failover, the
+// eager files and the data path ask railnetIbQpGone / Live / DevInUse and change it through
+// railnetIbQpSetGone / SetLive only.
+TEST(Structure, TheGoneQpsAreTheQpSetsOwn) {
+  std::regex named("(\\.|->)gone\\b");
+  int inQp = 0;
+  forEachCodeLine("src", [&](const std::string& path, size_t n, const std::string& code, const std::string& line) {
+    if (!std::regex_search(code, named)) return;
+    if (path == "src/transport/net_ib/qp.h" || path == "src/transport/net_ib/qp.c") {
+      inQp++;
+      return;
+    }
+    EXPECT_TRUE(path.find("/net_ib/") == std::string::npos)
+        << path << ":" << n << " reads or writes whether a QP is gone: use qp.h's QP set (" << line << ")";
+  });
+  EXPECT_GE(inQp, 5) << "qp.h and qp.c no longer hold the QP set";
+}
+
 // Port failover's state (struct railnetIbFailover) is read and written by the failover files
 // only; the rest of the data path goes through failover.h's hooks (failover_hooks.c). The eager
 // state (struct railnetIbEager) is the eager files' (eager*.c, eager*.h) in the same way, and

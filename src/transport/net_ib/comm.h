@@ -42,6 +42,7 @@ struct ncclIbQp {
   int sqPosted;                        /* sender: work requests posted and not yet completed */
   uint8_t eagerUnsig;                  /* sender: unsignaled eager writes since the last signaled WR */
   uint8_t ctsUnsig;                    /* receiver of an eager comm: unsignaled writes since a signaled one */
+  uint8_t gone;                        /* port failover took it out of use (qp.h: the QP set's own) */
 };
 
 /* Per physical device of a comm. */
@@ -110,7 +111,7 @@ struct ncclIbNetCommBase {
   int useInline;
   uint32_t maxInline;                  /* what the QPs were granted */
   int qpTc, qpSl;                      /* traffic class and service level of the data QPs */
-  int failed;                          /* an error completion was seen (liveness.h: railnetIbCommFail) */
+  int failed;                          /* an error completion was seen (railnetIbCommFail below) */
   uint32_t clockCalls;                 /* liveness.h: data path calls since the clock was last read */
   uint64_t peerLookNs;                 /* liveness.h: when to look at the peer's socket next */
   uint64_t peerGoneNs;                 /* ... when it was first seen closed (0: it was not) */
@@ -173,6 +174,14 @@ struct ncclIbRecvComm {
   uint64_t qpNextId[NCCL_IB_MAX_QPS];
   struct railnetIbEager* eager;        /* eager messages agreed (eager.h); NULL: off */
 };
+
+/* Marks the comm failed and tells the peer (its socket's sending side is shut down): every
+ * part of the data path that finds the comm broken calls this, and its caller returns the
+ * error after its WARN. */
+static inline void railnetIbCommFail(struct ncclIbNetCommBase* base) {
+  if (!base->failed) railnetSocketShutdownSend(&base->sock);
+  base->failed = 1;
+}
 
 /* "1.2.3.4<5>" of a comm's peer (its socket's address), for log lines. */
 static inline const char* railnetIbPeerStr(struct ncclIbNetCommBase* base, char* buf) {

@@ -10,7 +10,6 @@
 #include "eager.h"
 #include "failover.h"
 #include "ibvwrap.h"
-#include "liveness.h"
 #include "matching.h"
 #include "prof.h"
 #include "qp.h"
@@ -130,7 +129,7 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
   int plain = railnetIbWrIdDataDecode(wc->wr_id, &slot, &chunk, &folded);
   int q = railnetIbQpIndex(base, d, wc->qp_num);
   if (railnetIbSendWrKind(wc->wr_id) == RAILNET_IB_SWR_EAGER) { /* a signaled eager write: it and the unsignaled ones before it */
-    if (q >= 0 && !railnetIbFoQpGone(base, q)) railnetIbQpRetired(&base->qps[q], (int)railnetIbWrIdEagerEnds(wc->wr_id));
+    if (q >= 0 && !railnetIbQpGone(base, q)) railnetIbQpRetired(&base->qps[q], (int)railnetIbWrIdEagerEnds(wc->wr_id));
     if (railnetIbWrIdIsEagerFo(wc->wr_id)) railnetIbEagerFoSent(comm, q, wc->wr_id); /* its isend is done */
     return ncclSuccess;
   }
@@ -201,7 +200,7 @@ ncclResult_t railnetIbProcessWc(struct ncclIbNetCommBase* base, int d, const str
        * is over (what arrived there arrived; the rest is replayed on the devices left) */
       struct ncclIbRequest* r = requestAt(base, wc->wr_id);
       if (r && r->type == NCCL_NET_IB_REQ_FLUSH) r->events[d] = 0;
-      if (!railnetIbFoDevInUse(base, d)) return ncclSuccess;
+      if (!railnetIbQpDevInUse(base, d)) return ncclSuccess;
     }
     if (base->fo && railnetIbFoTakeError(base, d, railnetIbQpIndex(base, d, wc->qp_num), wc)) return ncclSuccess;
     return reportWcError(base, d, wc);

@@ -92,6 +92,7 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
   NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &comm->eager));
   comm->eager->remAddr = rem->eagerAddr;
   comm->eager->fo = base->fo != NULL;
+  railnetIbFoSetClient(base, &railnetIbEagerFoClient);
   comm->eager->closeQp = -1;
   for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
   comm->eagerReleased = 0;
@@ -136,6 +137,7 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   struct railnetIbEager* e = comm->eager;
   e->remAddr = rem->eagerAddr; /* the sender's credit word */
   e->fo = base->fo != NULL;
+  railnetIbFoSetClient(base, &railnetIbEagerFoClient);
   int forced = !comm->prepost;
   if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
     comm->prepost = 1;

@@ -109,15 +109,19 @@ ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const stru
  * size bytes. */
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size);
 /* ---- eager_fo.c: port failover */
-/* Sender: a failover was settled (failover.c applyState): marks the eager messages and the
+/* What the eager messages do at a failover, handed to failover at the eager setup
+ * (railnetIbFoSetClient): the three functions below marked (client). */
+struct railnetIbFoClient;
+extern const struct railnetIbFoClient railnetIbEagerFoClient;
+/* (client) Sender: a failover was settled (failover.c applyState): marks the eager messages and the
  * close lost with a gone QP to be written again (*n: how many messages) and lets a
  * request-to-send go again. */
 ncclResult_t railnetIbEagerFoFailedOver(struct ncclIbSendComm* comm, int* n);
-/* Sender: writes again what is marked, as far as the send queues have room. */
+/* (client) Sender: writes again what is marked, as far as the send queues have room. */
 ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm);
 /* Sender: an eager message's write (wr_id RAILNET_IB_EAGER_FO_WR) completed on QP q. */
 void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId);
-/* Receiver, answering a failover query: writes its credit words again (the last ones may have
+/* (client) Receiver, answering a failover query: writes its credit words again (the last ones may have
  * been lost with a gone QP). */
 ncclResult_t railnetIbEagerFoRetell(struct ncclIbRecvComm* comm);
 /* Receiver: a NIC copy (wr_id RAILNET_IB_EAGER_COPY) failed on device d: made again on a

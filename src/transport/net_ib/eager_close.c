@@ -9,7 +9,6 @@
 #include "devices.h"
 #include "failover.h"
 #include "matching.h"
-#include "liveness.h"
 #include "post.h"
 #include "qp.h"
 #include "reg.h"

@@ -9,7 +9,6 @@
 #include "devices.h"
 #include "failover.h"
 #include "ibvwrap.h"
-#include "liveness.h"
 #include "matching.h"
 #include "post.h"
 #include "qp.h"
@@ -42,7 +41,7 @@ ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, cons
   int s = railnetIbWrIdEagerCopySlot(wc->wr_id, RAILNET_IB_EAGER_SLOTS), to = -1;
   struct ncclIbRequest* r = e ? e->copyReq[s] : NULL;
   for (int k = 0; k < base->vProps.ndevs && to < 0; k++)
-    if (k != d && railnetIbFoDevInUse(base, k)) to = k;
+    if (k != d && railnetIbQpDevInUse(base, k)) to = k;
   char peer[SOCKET_NAME_MAXLEN];
   /* only a path gone (not a registration refused), once per copy: no copy bounces for ever */
   int pathGone = wc->status != IBV_WC_REM_ACCESS_ERR && wc->status != IBV_WC_LOC_PROT_ERR &&
@@ -89,13 +88,13 @@ ncclResult_t railnetIbEagerFoFailedOver(struct ncclIbSendComm* comm, int* n) {
   if (e == NULL || !e->fo) return ncclSuccess;
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) {
     uint32_t bit = 1u << s;
-    if ((e->slotReq[s] == NULL && !(e->resendOut & bit)) || !railnetIbFoQpGone(base, e->slotQp[s])) continue;
+    if ((e->slotReq[s] == NULL && !(e->resendOut & bit)) || !railnetIbQpGone(base, e->slotQp[s])) continue;
     e->resendOut &= ~bit; /* a write again lost too (its QP is gone and settled) */
     if (e->slotReq[s] == NULL) continue; /* acknowledged: it arrived */
     e->resend |= bit;
     (*n)++;
   }
-  if (railnetIbFoQpGone(base, e->closeQp)) e->closeResend = 1;
+  if (railnetIbQpGone(base, e->closeQp)) e->closeResend = 1;
   e->rtsSent = 0; /* a request-to-send lost with its QP goes again if still needed */
   return railnetIbEagerFoResend(comm);
 }
@@ -138,3 +137,6 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
   }
   return ncclSuccess;
 }
+
+const struct railnetIbFoClient railnetIbEagerFoClient = {railnetIbEagerFoFailedOver, railnetIbEagerFoResend,
+                                                         railnetIbEagerFoRetell};

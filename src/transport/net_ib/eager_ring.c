@@ -26,7 +26,7 @@ int railnetIbEagerCopyDev(struct ncclIbNetCommBase* base, uint64_t pos) {
 
 ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q) {
   struct ncclIbNetCommBase* base = &comm->base;
-  if (railnetIbFoQpGone(base, q)) return ncclSuccess;
+  if (railnetIbQpGone(base, q)) return ncclSuccess;
   return railnetIbPostRecvs(base, base->qps[q].qp, 1);
 }
 
@@ -66,7 +66,7 @@ ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   if (!force && e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
   /* failover: on the QP of the last ones while it is there (a write on another QP could
    * land before one still on its way), else on the one standing in for it */
-  struct ncclIbQp* qp = railnetIbFoQp(base, &base->qps[e->tellQp]);
+  struct ncclIbQp* qp = railnetIbQpLive(base, &base->qps[e->tellQp]);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   e->tellQp = (int)(qp - base->qps);
   volatile uint64_t* word = CREDIT_WORD(e);

@@ -35,7 +35,7 @@ static int takeDead(struct ncclIbNetCommBase* base, const struct railnetIbFoMsg*
   if (m->type > RAILNET_IB_FO_STATE) return 0; /* recovery messages name QPs coming back */
   for (int q = 0; q < base->nqps; q++) {
     if (!(m->deadQps[q / 64] & (1ull << (q % 64)))) continue;
-    if (!base->fo->dead[q]) n++;
+    if (!railnetIbQpGone(base, q)) n++;
     railnetIbFoMarkQp(base, q);
     if (!base->isSend) base->fo->told[q] = 1; /* the sender knows */
   }
@@ -48,14 +48,14 @@ static ncclResult_t peerFailure(struct ncclIbNetCommBase* base, int newDead) {
   if (newDead == 0) return ncclSuccess;
   fo->failures++;
   char peer[SOCKET_NAME_MAXLEN];
-  if (railnetIbFoLiveQps(base) == 0 || fo->failures > fo->maxAttempts) {
+  if (railnetIbQpLiveCount(base) == 0 || fo->failures > fo->maxAttempts) {
     WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
-         railnetIbPeerStr(base, peer), railnetIbFoLiveQps(base) == 0 ? "no QP of the comm is left" :
+         railnetIbPeerStr(base, peer), railnetIbQpLiveCount(base) == 0 ? "no QP of the comm is left" :
          "it failed over NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS times already (raise it to survive more)");
     return railnetIbFoFail(base);
   }
   INFO(NCCL_NET, "NET/IB : port failover: %s reports %d QP(s) of the %s comm gone; %d left",
-       railnetIbPeerStr(base, peer), newDead, base->isSend ? "send" : "receive", railnetIbFoLiveQps(base));
+       railnetIbPeerStr(base, peer), newDead, base->isSend ? "send" : "receive", railnetIbQpLiveCount(base));
   return ncclSuccess;
 }
 
@@ -104,9 +104,9 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
         return railnetIbFoFail(base);
       }
     }
-  } while (fo->ctsRewriteLost && railnetIbFoLiveQps(base) > 0);
+  } while (fo->ctsRewriteLost && railnetIbQpLiveCount(base) > 0);
   /* the last credit write of an eager comm may have been lost with a gone QP */
-  if (comm->eager) NCCLCHECK(railnetIbEagerFoRetell(comm));
+  if (fo->client && fo->client->retell) NCCLCHECK(fo->client->retell(comm));
   struct railnetIbFoMsg state;
   memset(&state, 0, sizeof(state));
   state.type = RAILNET_IB_FO_STATE;
@@ -123,7 +123,7 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
   NCCLCHECK(railnetIbFoSend(base, &state, "failover state"));
   INFO(NCCL_NET, "NET/IB : port failover of the receive comm with %s: answered its query (%u receive(s) in flight, "
        "%d of them missing data; %d clear-to-send entries rewritten on the %d QP(s) left)",
-       railnetIbPeerStr(base, peer), state.nEntries, missing, rewrites, railnetIbFoLiveQps(base));
+       railnetIbPeerStr(base, peer), state.nEntries, missing, rewrites, railnetIbQpLiveCount(base));
   return ncclSuccess;
 }
 
@@ -131,13 +131,13 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
   int untold = 0;
-  for (int q = 0; q < base->nqps; q++) untold += fo->dead[q] && !fo->told[q];
+  for (int q = 0; q < base->nqps; q++) untold += railnetIbQpGone(base, q) && !fo->told[q];
   if (untold) { /* a failure seen here: the sender is told at once */
     struct railnetIbFoMsg m;
     memset(&m, 0, sizeof(m));
     m.type = RAILNET_IB_FO_NOTIFY;
     NCCLCHECK(railnetIbFoSend(base, &m, "failover notice"));
-    for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
+    for (int q = 0; q < base->nqps; q++) fo->told[q] |= railnetIbQpGone(base, q);
   }
   uint64_t now = railnetClockNs();
   if (now < fo->nextLookNs) return ncclSuccess;
@@ -176,7 +176,7 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
 static ncclResult_t readStep(struct ncclIbSendComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
-  if (fo->readState == RAILNET_IB_FO_READ_POSTED && fo->dead[fo->readQp]) fo->readState = RAILNET_IB_FO_READ_NONE;
+  if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbQpGone(base, fo->readQp)) fo->readState = RAILNET_IB_FO_READ_NONE;
   if (fo->readState == RAILNET_IB_FO_READ_NONE && fo->readsOut == 0 && railnetClockNs() >= fo->readNs)
     NCCLCHECK(railnetIbFoRecordsRead(base));
   if (fo->readState == RAILNET_IB_FO_READ_POSTED) {
@@ -206,8 +206,8 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
     for (int i = 0; i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
       uint64_t bit = 1ull << i;
       int q = fo->chunkQp[s][i];
-      if (!(fo->chunkPending[s] & bit) || !fo->dead[q]) continue;
-      struct ncclIbQp* nq = (missing & bit) ? railnetIbFoQp(base, &base->qps[q]) : NULL;
+      if (!(fo->chunkPending[s] & bit) || !railnetIbQpGone(base, q)) continue;
+      struct ncclIbQp* nq = (missing & bit) ? railnetIbQpLive(base, &base->qps[q]) : NULL;
       if ((missing & bit) && nq == NULL) return railnetIbFoFail(base);
       for (int j = 0; j < first->nreqs; j++) {
         struct ncclIbRequest* r = comm->sendReqs[s][j];
@@ -227,12 +227,12 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
       }
     }
   }
-  int eager = 0; /* eager messages without a completion on a gone QP: written again (eager.h) */
-  NCCLCHECK(railnetIbEagerFoFailedOver(comm, &eager));
+  int eager = 0; /* eager messages without a completion on a gone QP: written again (its client) */
+  if (fo->client && fo->client->failedOver) NCCLCHECK(fo->client->failedOver(comm, &eager));
   char peer[SOCKET_NAME_MAXLEN];
   INFO(NCCL_NET, "NET/IB : port failover of the send comm with %s done: %d chunk(s) replayed on the %d QP(s) left, "
        "%d had arrived, %d eager message(s) written again (%s; learned from %s)", railnetIbPeerStr(base, peer),
-       replayed, railnetIbFoLiveQps(base), arrived, eager, fo->why[0] ? fo->why : "a failure the peer saw",
+       replayed, railnetIbQpLiveCount(base), arrived, eager, fo->why[0] ? fo->why : "a failure the peer saw",
        st ? "the receiver's answer" : "its completion records, read over a QP left");
   return ncclSuccess;
 }
@@ -258,7 +258,7 @@ static ncclResult_t postReplays(struct ncclIbSendComm* comm) {
       if (!(fo->chunkReplay[s] & bit)) continue;
       int q = fo->chunkQp[s][i];
       struct ncclIbQp* qp = &base->qps[q];
-      if (fo->dead[q]) continue; /* gone since: the next answer settles it */
+      if (railnetIbQpGone(base, q)) continue; /* gone since: the next answer settles it */
       if (inFlight[q] >= RAILNET_IB_FO_REPLAY_WINDOW || !railnetIbQpRoom(base, qp, comm->slotWrs[s])) continue;
       NCCLCHECK(railnetIbPostChunk(comm, s, i, qp, fo->slotCts[s]));
       fo->chunkReplay[s] &= ~bit;
@@ -274,7 +274,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
   struct railnetIbFailover* fo = base->fo;
   char peer[SOCKET_NAME_MAXLEN];
   int unasked = 0;
-  for (int q = 0; q < base->nqps; q++) unasked += fo->dead[q] && !fo->told[q];
+  for (int q = 0; q < base->nqps; q++) unasked += railnetIbQpGone(base, q) && !fo->told[q];
   if (fo->state == RAILNET_IB_FO_IDLE && unasked) {
     fo->state = RAILNET_IB_FO_DELAY;
     fo->stateNs = now + (uint64_t)fo->probeDelayMs * 1000000ull;
@@ -287,7 +287,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     m.nEntries = 1;
     m.entries[0].id = ++fo->queryRound; /* echoed in the answer: a late answer is known as such */
     NCCLCHECK(railnetIbFoSend(base, &m, "failover query"));
-    for (int q = 0; q < base->nqps; q++) fo->told[q] |= fo->dead[q];
+    for (int q = 0; q < base->nqps; q++) fo->told[q] |= railnetIbQpGone(base, q);
     fo->state = RAILNET_IB_FO_WAIT;
     fo->stateNs = now + answerBoundNs(fo);
     fo->readState = RAILNET_IB_FO_READ_NONE;
@@ -311,7 +311,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     fo->stateNs = now + answerBoundNs(fo);
   }
   NCCLCHECK(postReplays(comm));
-  NCCLCHECK(railnetIbEagerFoResend(comm)); /* eager messages whose send queue was full at the failover */
+  if (fo->client && fo->client->resend) NCCLCHECK(fo->client->resend(comm)); /* (eager: send queue full at the failover) */
   NCCLCHECK(railnetIbProbeSendStep(comm, now));
   return railnetIbRecoverySendStep(comm, now);
 }

@@ -28,13 +28,27 @@ extern "C" {
 
 enum { RAILNET_IB_FO_IDLE = 0, RAILNET_IB_FO_DELAY, RAILNET_IB_FO_WAIT };
 
+/* What a feature above failover does when the comm fails over (the eager messages,
+ * eager_fo.c): it hands failover this table at its setup (railnetIbFoSetClient), so failover
+ * calls it without knowing that feature (a lower layer never calls up). Any entry may be NULL. */
+struct ncclIbSendComm;
+struct ncclIbRecvComm;
+struct railnetIbFoClient {
+  /* sender: a failover was settled: mark what went with a gone QP to be written again (*n: how many) */
+  ncclResult_t (*failedOver)(struct ncclIbSendComm* comm, int* n);
+  /* sender, each failover step: write again what is marked, as far as the send queues have room */
+  ncclResult_t (*resend)(struct ncclIbSendComm* comm);
+  /* receiver, answering a failover query: say again what the last writes on a gone QP said */
+  ncclResult_t (*retell)(struct ncclIbRecvComm* comm);
+};
+
 struct railnetIbFailover {
+  const struct railnetIbFoClient* client; /* NULL: none (railnetIbFoSetClient) */
   int maxAttempts;                     /* NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS */
   int probeDelayMs;                    /* NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY */
   int failures;                        /* devices declared gone so far */
-  uint8_t dead[NCCL_IB_MAX_QPS];       /* QP q is gone */
-  uint64_t lastDeadNs;                 /* when the last QP was declared gone (moved to the error state) */
-  uint8_t told[NCCL_IB_MAX_QPS];       /* ... and the peer was told (NOTIFY or QUERY) */
+  uint64_t lastDeadNs;                 /* when the last QP was declared gone (qp.h's QP set says which are) */
+  uint8_t told[NCCL_IB_MAX_QPS];       /* QP q is gone and the peer was told (NOTIFY or QUERY) */
   int state;                           /* sender: RAILNET_IB_FO_* */
   uint64_t stateNs;                    /* DELAY: when the query goes out; WAIT: its deadline */
   uint64_t nextLookNs;                 /* when to look at the socket for the peer's message next */
@@ -111,16 +125,12 @@ int railnetIbFoWanted(void);
  * not). Allocates base->fo. */
 ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer);
 void railnetIbFoFree(struct ncclIbNetCommBase* base);
-/* The QP that carries what was meant for qp: qp itself, or the next QP not gone; NULL: none. */
-struct ncclIbQp* railnetIbFoQp(struct ncclIbNetCommBase* base, struct ncclIbQp* qp);
+/* A feature of the comm that takes part in its failovers (no-op without failover). */
+void railnetIbFoSetClient(struct ncclIbNetCommBase* base, const struct railnetIbFoClient* client);
 /* Marks every QP of device d gone (error state); returns how many were not gone before. */
 int railnetIbFoMarkDevice(struct ncclIbNetCommBase* base, int d);
-/* Marks QP q gone and moves it to the error state (no-op if gone already). */
+/* Marks QP q gone (qp.h's railnetIbQpSetGone), when failover is on; no-op if gone already. */
 void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q);
-/* QPs not gone. */
-int railnetIbFoLiveQps(struct ncclIbNetCommBase* base);
-/* Whether device d still carries a QP of the comm (its fatal-error count then matters). */
-int railnetIbFoDevInUse(struct ncclIbNetCommBase* base, int d);
 /* An error completion of QP q on device d of a failover comm: 1 when failover takes it (the
  * device's QPs are now gone, or the QP was gone already); 0 when the comm must fail (an
  * access or length error, no QP left, or too many failures). */

@@ -9,10 +9,6 @@
 #include "qp.h"
 #include "wrid.h"
 
-int railnetIbFoQpGone(const struct ncclIbNetCommBase* base, int q) {
-  return base->fo != NULL && q >= 0 && base->fo->dead[q];
-}
-
 int railnetIbFoPeerClosed(const struct ncclIbNetCommBase* base) { return base->fo != NULL && base->fo->sockClosed; }
 
 int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc) {
@@ -26,7 +22,7 @@ int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv
       return 1;
     }
     case RAILNET_IB_SWR_FO_READ: /* the receiver's completion records are here (records.c) */
-      if (q >= 0 && !fo->dead[q]) railnetIbQpRetired(&base->qps[q], 1);
+      if (q >= 0 && !railnetIbQpGone(base, q)) railnetIbQpRetired(&base->qps[q], 1);
       fo->readsOut--;
       if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbWrIdFoReadIs(wc->wr_id, fo->readRound))
         fo->readState = RAILNET_IB_FO_READ_DONE;
@@ -44,7 +40,7 @@ int railnetIbFoChunkCompleted(struct ncclIbNetCommBase* base, int q, int slot, i
   if (fo == NULL) return 1;
   /* a gone QP's completions are settled by the failover exchange; a chunk already settled (it
    * was replayed, or the receiver had it) is not counted twice */
-  if (q < 0 || fo->dead[q] || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return 0;
+  if (q < 0 || railnetIbQpGone(base, q) || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return 0;
   if (!(fo->chunkPending[slot] & (1ull << chunk))) return 0;
   fo->chunkPending[slot] &= ~(1ull << chunk);
   fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */

@@ -4,8 +4,8 @@
  */
 #include <string.h>
 #include "failover.h"
+#include "qp.h"
 #include "comm.h"
-#include "liveness.h"
 #include "debug.h"
 #include "socket.h"
 
@@ -18,7 +18,7 @@ ncclResult_t railnetIbFoFail(struct ncclIbNetCommBase* base) {
 
 static void putDead(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m) {
   for (int q = 0; q < base->nqps; q++)
-    if (base->fo->dead[q]) m->deadQps[q / 64] |= 1ull << (q % 64);
+    if (railnetIbQpGone(base, q)) m->deadQps[q / 64] |= 1ull << (q % 64);
 }
 
 ncclResult_t railnetIbFoSend(struct ncclIbNetCommBase* base, struct railnetIbFoMsg* m, const char* what) {

@@ -41,6 +41,10 @@ ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, cons
   return ncclSuccess;
 }
 
+void railnetIbFoSetClient(struct ncclIbNetCommBase* base, const struct railnetIbFoClient* client) {
+  if (base->fo) base->fo->client = client;
+}
+
 void railnetIbFoFree(struct ncclIbNetCommBase* base) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL) return;
@@ -54,52 +58,21 @@ void railnetIbFoFree(struct ncclIbNetCommBase* base) {
   base->fo = NULL;
 }
 
-struct ncclIbQp* railnetIbFoQp(struct ncclIbNetCommBase* base, struct ncclIbQp* qp) {
-  struct railnetIbFailover* fo = base->fo;
-  int q = (int)(qp - base->qps);
-  if (fo == NULL || !fo->dead[q]) return qp;
-  for (int k = 1; k < base->nqps; k++) {
-    int n = (q + k) % base->nqps;
-    if (!fo->dead[n]) return &base->qps[n];
-  }
-  return NULL;
-}
-
 void railnetIbFoMarkQp(struct ncclIbNetCommBase* base, int q) {
   struct railnetIbFailover* fo = base->fo;
-  if (fo == NULL || q < 0 || q >= base->nqps || fo->dead[q]) return;
-  fo->dead[q] = 1;
+  if (fo == NULL || !railnetIbQpSetGone(base, q)) return;
   fo->lastDeadNs = railnetClockNs();
   if (fo->failedNs[base->qps[q].devIndex] == 0) fo->failedNs[base->qps[q].devIndex] = railnetClockNs();
-  railnetIbQpDrained(&base->qps[q]); /* nothing is posted on it any more; its flushes are dropped */
-  struct ibv_qp_attr attr;
-  memset(&attr, 0, sizeof(attr));
-  attr.qp_state = IBV_QPS_ERR;
-  /* already in error after a failed completion: then this fails harmlessly */
-  (void)wrap_ibv_modify_qp(base->qps[q].qp, &attr, IBV_QP_STATE);
 }
 
 int railnetIbFoMarkDevice(struct ncclIbNetCommBase* base, int d) {
   int n = 0;
   for (int q = 0; q < base->nqps; q++) {
-    if (base->qps[q].devIndex != d || base->fo->dead[q]) continue;
+    if (base->qps[q].devIndex != d || railnetIbQpGone(base, q)) continue;
     railnetIbFoMarkQp(base, q);
     n++;
   }
   return n;
-}
-
-int railnetIbFoLiveQps(struct ncclIbNetCommBase* base) {
-  int n = 0;
-  for (int q = 0; q < base->nqps; q++) n += base->fo == NULL || !base->fo->dead[q];
-  return n;
-}
-
-int railnetIbFoDevInUse(struct ncclIbNetCommBase* base, int d) {
-  if (base->fo == NULL) return 1;
-  for (int q = 0; q < base->nqps; q++)
-    if (base->qps[q].devIndex == d && !base->fo->dead[q]) return 1;
-  return 0;
 }
 
 /* Errors that say the path is gone; the others are the application's or the peer's bugs. */
@@ -130,12 +103,12 @@ static int takeDevice(struct ncclIbNetCommBase* base, int d, const char* cause) 
     struct ibv_port_attr pa;
     struct ncclIbDev* dk = &ncclIbDevs[base->devs[k].ibDevN];
     memset(&pa, 0, sizeof(pa));
-    if (k != d && railnetIbFoDevInUse(base, k) && wrap_ibv_query_port(dk->context, dk->portNum, &pa) == ncclSuccess &&
+    if (k != d && railnetIbQpDevInUse(base, k) && wrap_ibv_query_port(dk->context, dk->portNum, &pa) == ncclSuccess &&
         pa.state != IBV_PORT_ACTIVE)
       down |= 1u << k;
   }
   int left = 0;
-  for (int k = 0; k < base->nqps; k++) left += !fo->dead[k] && !(down & (1u << base->qps[k].devIndex));
+  for (int k = 0; k < base->nqps; k++) left += !railnetIbQpGone(base, k) && !(down & (1u << base->qps[k].devIndex));
   char peer[SOCKET_NAME_MAXLEN];
   if (left == 0 || fo->failures + __builtin_popcount(down) > fo->maxAttempts) {
     WARN("NET/IB : port failover of the %s comm with %s is not possible: %s", base->isSend ? "send" : "receive",
@@ -184,9 +157,9 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
     if (fo->probeQps[pd] == NULL || fo->probeQps[pd]->qp_num != wc->qp_num) return 1; /* a probe QP retired */
     fo->probeInFlight[pd] = 0;
     fo->probeFailed[pd] = 1;
-    if (!railnetIbFoDevInUse(base, pd)) return 1; /* flushed: the device went another way */
+    if (!railnetIbQpDevInUse(base, pd)) return 1; /* flushed: the device went another way */
     int elsewhere = 0;
-    for (int k = 0; k < base->nqps; k++) elsewhere += !fo->dead[k] && base->qps[k].devIndex != pd;
+    for (int k = 0; k < base->nqps; k++) elsewhere += !railnetIbQpGone(base, k) && base->qps[k].devIndex != pd;
     if (elsewhere == 0) { /* nowhere to move to: the data QPs, with the user's timeout, decide */
       INFO(NCCL_NET, "NET/IB : path probe of the last device of the %s comm got no acknowledgement; its data QPs "
            "(NCCL_IB_TIMEOUT) decide whether the path is lost", base->isSend ? "send" : "receive");
@@ -204,8 +177,8 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
     fo->ctsRewrites--; /* a rewritten clear-to-send that did not land: answerQuery writes it again */
     fo->ctsRewriteLost = 1;
   }
-  if (q >= 0 && fo->dead[q]) return 1; /* the flushes of a QP already gone */
-  if (q < 0 && !railnetIbFoDevInUse(base, d)) return 1;
+  if (q >= 0 && railnetIbQpGone(base, q)) return 1; /* the flushes of a QP already gone */
+  if (q < 0 && !railnetIbQpDevInUse(base, d)) return 1;
   if (!pathGone(wc->status)) return 0;
   char cause[96];
   snprintf(cause, sizeof(cause), "completion status=%s(%d) on qp_num=%u", wrap_ibv_wc_status_str(wc->status),
@@ -215,7 +188,7 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
 
 int railnetIbFoPortGone(struct ncclIbNetCommBase* base, int d, const char* cause) {
   if (base->fo == NULL) return 0;
-  if (!railnetIbFoDevInUse(base, d)) return 1;
+  if (!railnetIbQpDevInUse(base, d)) return 1;
   return takeDevice(base, d, cause);
 }
 
@@ -231,12 +204,12 @@ int railnetIbFoRetireQp(struct railnetIbFailover* fo, struct ibv_qp* qp) {
 int railnetIbFoAdopt(struct ncclIbNetCommBase* base, int q) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL || q < 0 || q >= base->nqps || fo->newQps[q] == NULL) return 0;
-  int d = base->qps[q].devIndex, wasInUse = railnetIbFoDevInUse(base, d);
+  int d = base->qps[q].devIndex, wasInUse = railnetIbQpDevInUse(base, d);
   railnetIbFoRetireQp(fo, base->qps[q].qp);
   base->qps[q].qp = fo->newQps[q];
   railnetIbQpCreditsReset(&base->qps[q]); /* (the unsignaled writes counted went with the old QP) */
   fo->newQps[q] = NULL;
-  fo->dead[q] = 0;
+  railnetIbQpSetLive(base, q);
   fo->told[q] = 0;
   if (!wasInUse && fo->failures > 0) fo->failures--; /* the device may fail over again */
   return 1;

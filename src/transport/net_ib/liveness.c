@@ -15,11 +15,6 @@
 #define PORT_LOOK_NS 1000000000ull     /* a port is queried once a second of data path calls */
 #define PORT_DOWN_LOOK_NS 100000000ull /* ... every 100 ms while one of them is down */
 
-void railnetIbCommFail(struct ncclIbNetCommBase* base) {
-  if (!base->failed) railnetSocketShutdownSend(&base->sock);
-  base->failed = 1;
-}
-
 ncclResult_t railnetIbPeerCheck(struct ncclIbNetCommBase* base, const char* during) {
   /* the call's railnetIbDevicesCheck counted it: the clock only when that one was due too */
   if (base->clockCalls % RAILNET_IB_CLOCK_CALLS != 0) return ncclSuccess;
@@ -116,7 +111,7 @@ ncclResult_t railnetIbDevicesCheck(struct ncclIbNetCommBase* base, const char* f
   uint64_t now = 0;
   int lookAll = 0, due = railnetIbClockDue(base);
   for (int d = 0; d < base->vProps.ndevs && !base->failed; d++) {
-    if (!railnetIbFoDevInUse(base, d)) continue;
+    if (!railnetIbQpDevInUse(base, d)) continue;
     struct ncclIbCommDev* cd = &base->devs[d];
     struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
     if (ncclIbStatsCheckFatalCount(&dev->stats, func) != ncclSuccess) {

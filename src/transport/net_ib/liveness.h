@@ -31,8 +31,6 @@ static inline int railnetIbClockDue(struct ncclIbNetCommBase* base) {
 }
 #define RAILNET_IB_PEER_GRACE_MS 1000
 
-/* Marks the comm failed and tells the peer (its socket's sending side is shut down). */
-void railnetIbCommFail(struct ncclIbNetCommBase* base);
 /* Called by the data path when it found nothing to do (during: "isend", "test", ...):
  * ncclRemoteError (the comm failed, WARN said why) once the peer is gone for the grace. */
 ncclResult_t railnetIbPeerCheck(struct ncclIbNetCommBase* base, const char* during);

@@ -93,7 +93,7 @@ static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv
   int chunk = railnetIbImmFoChunk(imm), slot = (int)(want % RAILNET_IB_FIFO_SLOTS);
   struct ncclIbRequest* r = comm->recvReqs[slot];
   int stale = r == NULL || r->type != NCCL_NET_IB_REQ_RECV || railnetIbImmFoId((uint32_t)r->id) != want;
-  if (stale && railnetIbFoQpGone(base, q) && chunk < railnetIbChunksPerMsg(base)) {
+  if (stale && railnetIbQpGone(base, q) && chunk < railnetIbChunksPerMsg(base)) {
     *req = NULL; /* a late original of a chunk the sender replayed and this side counted already */
     return ncclSuccess;
   }
@@ -103,7 +103,7 @@ static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, want, chunk);
     return ncclRemoteError;
   }
-  if (!railnetIbFoQpGone(base, q)) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
+  if (!railnetIbQpGone(base, q)) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
   *req = NULL;
   if (!railnetIbFoRecvArrived(base, slot, chunk)) return ncclSuccess; /* arrived before */
   *evDev = railnetIbMsgQp(base, r->id, chunk)->devIndex;

@@ -317,7 +317,7 @@ ncclResult_t ncclIbIflush(void* recvComm, int n, void** data, int* sizes, void**
   NCCLCHECK(getRequest(base, &req, &reqIndex));
   req->type = NCCL_NET_IB_REQ_FLUSH;
   for (int d = 0; d < base->vProps.ndevs; d++) {
-    if (!railnetIbFoDevInUse(base, d)) continue; /* failed over: its port is gone */
+    if (!railnetIbQpDevInUse(base, d)) continue; /* failed over: its port is gone */
     struct ncclIbCommDev* cd = &base->devs[d];
     struct ibv_sge sge = {(uintptr_t)comm->flushBuf, 1, cd->flushMr->lkey};
     struct ibv_send_wr wr;

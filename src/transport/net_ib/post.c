@@ -23,7 +23,7 @@ struct ncclIbQp* railnetIbMsgQp(struct ncclIbNetCommBase* base, uint64_t id, int
 }
 
 struct ncclIbQp* railnetIbChunkQp(struct ncclIbNetCommBase* base, uint64_t id, int i) {
-  return railnetIbFoQp(base, railnetIbMsgQp(base, id, i));
+  return railnetIbQpLive(base, railnetIbMsgQp(base, id, i));
 }
 
 ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, struct ncclIbQp* qp,
@@ -106,7 +106,7 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   /* by slot, not by position: the entries of one slot then always go on one QP, in order
    * (positions p and p + RAILNET_IB_FIFO_SLOTS share a slot); QP d lives on device d */
   struct ncclIbQp* meant = &base->qps[slot % nCts];
-  struct ncclIbQp* qp = railnetIbFoQp(base, meant);
+  struct ncclIbQp* qp = railnetIbQpLive(base, meant);
   if (qp == NULL) return ncclRemoteError; /* no QP left: the failover code said why */
   struct ibv_sge sge;
   sge.addr = (uintptr_t)comm->elems[slot];

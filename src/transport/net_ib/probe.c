@@ -164,7 +164,7 @@ ncclResult_t railnetIbProbeSendStep(struct ncclIbSendComm* comm, uint64_t now) {
   if (fo->probeIntervalMs == 0 || fo->probeState == PROBE_OFF || fo->probeState == PROBE_WAIT_ACK) return ncclSuccess;
   if (fo->probeState == PROBE_NONE) return setup(comm);
   for (int d = 0; d < base->vProps.ndevs; d++) {
-    if (fo->probeQps[d] == NULL || fo->probeFailed[d] || fo->probeRenew[d] || !railnetIbFoDevInUse(base, d)) continue;
+    if (fo->probeQps[d] == NULL || fo->probeFailed[d] || fo->probeRenew[d] || !railnetIbQpDevInUse(base, d)) continue;
     if (fo->probeInFlight[d]) { /* its completion may be all that moves on this device */
       int n = 0;
       NCCLCHECK(railnetIbPollDev(base, d, &n));

@@ -165,3 +165,37 @@ int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum) {
     if (base->qps[q].devIndex == d && base->qps[q].qp && base->qps[q].qp->qp_num == qpNum) return q;
   return -1;
 }
+
+struct ncclIbQp* railnetIbQpLive(struct ncclIbNetCommBase* base, struct ncclIbQp* qp) {
+  int q = (int)(qp - base->qps);
+  if (!qp->gone) return qp;
+  for (int k = 1; k < base->nqps; k++) {
+    int n = (q + k) % base->nqps;
+    if (!base->qps[n].gone) return &base->qps[n];
+  }
+  return NULL;
+}
+
+int railnetIbQpLiveCount(const struct ncclIbNetCommBase* base) {
+  int n = 0;
+  for (int q = 0; q < base->nqps; q++) n += !base->qps[q].gone;
+  return n;
+}
+
+int railnetIbQpDevInUse(const struct ncclIbNetCommBase* base, int d) {
+  for (int q = 0; q < base->nqps; q++)
+    if (base->qps[q].devIndex == d && !base->qps[q].gone) return 1;
+  return 0;
+}
+
+int railnetIbQpSetGone(struct ncclIbNetCommBase* base, int q) {
+  if (q < 0 || q >= base->nqps || base->qps[q].gone) return 0;
+  base->qps[q].gone = 1;
+  railnetIbQpDrained(&base->qps[q]);
+  struct ibv_qp_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_ERR;
+  /* already in error after a failed completion: then this fails harmlessly */
+  (void)wrap_ibv_modify_qp(base->qps[q].qp, &attr, IBV_QP_STATE);
+  return 1;
+}

@@ -40,6 +40,24 @@ uint64_t railnetIbRetryTimeNs(void);
 /* Index of the comm's QP on device d with number qpNum, -1 if none. */
 int railnetIbQpIndex(struct ncclIbNetCommBase* base, int d, uint32_t qpNum);
 
+/* ---- the QP set: which of a comm's QPs are gone (port failover took them out of use; none
+ * without failover). Only these read or change ncclIbQp.gone. */
+/* QP q is gone (0 for q < 0). */
+static inline int railnetIbQpGone(const struct ncclIbNetCommBase* base, int q) {
+  return q >= 0 && q < base->nqps && base->qps[q].gone;
+}
+/* The QP that carries what was meant for qp: qp itself, or the next QP not gone; NULL: none. */
+struct ncclIbQp* railnetIbQpLive(struct ncclIbNetCommBase* base, struct ncclIbQp* qp);
+/* QPs not gone. */
+int railnetIbQpLiveCount(const struct ncclIbNetCommBase* base);
+/* Whether device d still carries a QP of the comm not gone. */
+int railnetIbQpDevInUse(const struct ncclIbNetCommBase* base, int d);
+/* Takes QP q out of use: gone, nothing outstanding on it, moved to the error state (its
+ * flushes are dropped); 0 when it was gone already (or q is out of range). */
+int railnetIbQpSetGone(struct ncclIbNetCommBase* base, int q);
+/* QP q is in use again (port recovery put a new QP in its place). */
+static inline void railnetIbQpSetLive(struct ncclIbNetCommBase* base, int q) { base->qps[q].gone = 0; }
+
 /* ---- send-queue credits: the work requests a QP has posted and not yet seen completed
  * (a signaled completion retires the unsignaled ones before it). Only these change them. */
 /* Whether n more work requests fit in qp's send queue. */

@@ -83,7 +83,7 @@ ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base) {
   struct railnetIbFailover* fo = base->fo;
   for (int q = 0; q < base->nqps; q++) {
     struct ncclIbQp* qp = &base->qps[q];
-    if (fo->dead[q] || !railnetIbQpRoom(base, qp, 1)) continue;
+    if (railnetIbQpGone(base, q) || !railnetIbQpRoom(base, qp, 1)) continue;
     struct ibv_sge sge;
     sge.addr = (uintptr_t)fo->recs->rec;
     sge.length = sizeof(fo->recs->rec);

@@ -74,7 +74,7 @@ static ncclResult_t startAttempt(struct ncclIbSendComm* comm, int d, uint64_t no
   fo->recAttempts[d]++;
   fo->recDev = d;
   for (int q = 0; q < base->nqps && m.nEntries < RAILNET_IB_FIFO_SLOTS; q++) {
-    if (base->qps[q].devIndex != d || !fo->dead[q]) continue;
+    if (base->qps[q].devIndex != d || !railnetIbQpGone(base, q)) continue;
     if (railnetIbQpCreate(base, d, &fo->newQps[q]) != ncclSuccess) return attemptFailed(comm, "no new QP", now);
     m.entries[m.nEntries].id = (uint64_t)q;
     m.entries[m.nEntries].missing = fo->newQps[q]->qp_num;
@@ -171,7 +171,7 @@ ncclResult_t railnetIbRecoverySendStep(struct ncclIbSendComm* comm, uint64_t now
   fo->nextPortLookNs = now + PORT_LOOK_INTERVAL_NS;
   for (int d = 0; d < base->vProps.ndevs; d++) {
     if (fo->failedNs[d] == 0 || now < fo->failedNs[d] + (uint64_t)fo->rp.startDelayMs * MS) continue;
-    if (fo->recAttempts[d] >= fo->rp.attemptsMax || railnetIbFoDevInUse(base, d) || !portActive(base, d)) continue;
+    if (fo->recAttempts[d] >= fo->rp.attemptsMax || railnetIbQpDevInUse(base, d) || !portActive(base, d)) continue;
     return startAttempt(comm, d, now);
   }
   return ncclSuccess;
@@ -211,7 +211,7 @@ static ncclResult_t answerRequest(struct ncclIbRecvComm* comm, const struct rail
   for (uint32_t e = 0; ok && e < req->nEntries; e++) {
     int q = (int)req->entries[e].id, d = base->qps[q].devIndex;
     devStr(base, d, dev, sizeof(dev));
-    ok = fo->dead[q] && portActive(base, d);
+    ok = railnetIbQpGone(base, q) && portActive(base, d);
     if (!ok) break;
     if (fo->newQps[q]) wrap_ibv_destroy_qp(fo->newQps[q]); /* an earlier attempt's */
     fo->newQps[q] = NULL;
