@@ -166,9 +166,9 @@ class IbEagerMixedTest : public IbEagerSoftRoceTest {
     plan.inflight = 8;
     plan.deadlineMs = 120000;
     return netRunPairInProcess(ib, s, r, plan, [&](void* sc, void* rc) -> std::string {
-      struct railnetIbEager* e = ((struct ncclIbRecvComm*)rc)->eager;
+      struct railnetIbEagerRecv* e = ((struct ncclIbRecvComm*)rc)->eager;
       *eagerSlots = e ? (size_t)e->released : 0;
-      agreedSize = e ? e->size : 0;
+      agreedSize = e ? e->c.size : 0;
       // every send queue's count of posted work requests: never below the unsignaled eager
       // writes still in it (a data write's completion ends those of its own QP only)
       struct ncclIbNetCommBase* sb = (struct ncclIbNetCommBase*)sc;
@@ -284,7 +284,7 @@ TEST_F(IbEagerSoftRoceTest, MessageLargerThanASmallReceiveEndsWithAWarnNotAHang)
   EXPECT_EQ(res, ncclInvalidUsage) << LogCapture::all();
   EXPECT_EQ(s, nullptr);
   EXPECT_TRUE(LogCapture::contains("receive smaller than send")) << LogCapture::all();
-  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eager->rtsCount, 1u);
+  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eager->c.rtsCount, 1u);
 }
 
 // The receiver's comm closed (its QPs gone): the sender's eager isends complete when posted,
@@ -351,7 +351,7 @@ TEST_F(IbEagerSoftRoceTest, GpuMemoryNeverGoesEagerly) {
     }
   }
   ASSERT_NE(s, nullptr) << "the clear-to-send entry never came";
-  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eager->rtsCount, 1u) << "asked with a request-to-send";
+  EXPECT_EQ(((struct ncclIbSendComm*)sc)->eager->c.rtsCount, 1u) << "asked with a request-to-send";
   std::string err;
   int got = -1;
   ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
@@ -379,7 +379,7 @@ TEST_F(IbEagerSoftRoceTest, GpuMemorySendsAskLessAndLessOften) {
   if (ib->regMr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_CUDA, &gpuMh) != ncclSuccess) {
     RAILNET_SKIP("regMr with NCCL_PTR_CUDA of host memory refused here");
   }
-  struct railnetIbEager* re = ((struct ncclIbRecvComm*)rc)->eager;
+  struct railnetIbEagerRecv* re = ((struct ncclIbRecvComm*)rc)->eager;
   ASSERT_NE(re, nullptr) << "eager messages are not on at the defaults";
   for (int i = 0; i < 300; i++) {
     memset(sbuf.data(), (char)(i + 1), 64);
@@ -404,8 +404,8 @@ TEST_F(IbEagerSoftRoceTest, GpuMemorySendsAskLessAndLessOften) {
     ASSERT_EQ(got, 64);
     for (int b = 0; b < 64; b++) ASSERT_EQ(rbuf[b], (char)(i + 1)) << "message " << i << " byte " << b;
   }
-  EXPECT_GE(re->rtsCount, 1u) << "the receiver never tried without a clear-to-send";
-  EXPECT_LE(re->rtsCount, 5u) << "the tries did not grow rarer";
+  EXPECT_GE(re->c.rtsCount, 1u) << "the receiver never tried without a clear-to-send";
+  EXPECT_LE(re->c.rtsCount, 5u) << "the tries did not grow rarer";
   EXPECT_EQ(re->retryAfter, 256);
   ib->deregMr(sc, gpuMh);
 }
@@ -426,7 +426,7 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   auto* re = ((struct ncclIbRecvComm*)rc)->eager;
   ASSERT_NE(se, nullptr);
   ASSERT_NE(re, nullptr);
-  ASSERT_EQ(re->stride, 1088u) << "ring slots: an 8-byte header and 1024 bytes, rounded up to 64";
+  ASSERT_EQ(re->c.stride, 1088u) << "ring slots: an 8-byte header and 1024 bytes, rounded up to 64";
   int k = 0;
   // irecv of 64 KiB (unless the message's isend went first), then isend and test() both
   auto one = [&](size_t size, void* r) -> std::string {
@@ -456,15 +456,15 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   double recvWrs = (double)(rbase()->work.wrs - w0) / n;
   printf("lazy clear-to-send, 8 bytes into 64 KiB irecvs: receiver %.2f work requests per message\n", recvWrs);
   EXPECT_LE(recvWrs, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01) << "a clear-to-send per message";
-  EXPECT_EQ(se->rtsCount, 0u);
+  EXPECT_EQ(se->c.rtsCount, 0u);
   // a larger message, its irecv first: a request-to-send, answered at once
   ASSERT_EQ(one(32768, nullptr), "");
-  EXPECT_EQ(se->rtsCount, 1u);
-  EXPECT_EQ(re->rtsCount, 1u);
+  EXPECT_EQ(se->c.rtsCount, 1u);
+  EXPECT_EQ(re->c.rtsCount, 1u);
   // the next ones find their clear-to-send
   ASSERT_EQ(one(32768, nullptr), "");
   ASSERT_EQ(one(65536, nullptr), "");
-  EXPECT_EQ(se->rtsCount, 1u) << "a request-to-send although the irecv wrote its clear-to-send";
+  EXPECT_EQ(se->c.rtsCount, 1u) << "a request-to-send although the irecv wrote its clear-to-send";
   // in that mode (the receiver's mode word tells the sender every irecv writes its
   // clear-to-send) a message whose irecv is not posted yet waits without asking
   EXPECT_EQ(((struct ncclIbSendComm*)sc)->eagerMode & 1, 1u) << "the sender was not told";
@@ -473,7 +473,7 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
     void* s2 = nullptr;
     ASSERT_EQ(ib->isend(sc, sbuf.data(), 20000, 7, smh, nullptr, &s2), ncclSuccess);
     EXPECT_EQ(s2, nullptr);
-    EXPECT_EQ(se->rtsCount, 1u) << "a request-to-send although the irecv will write its clear-to-send";
+    EXPECT_EQ(se->c.rtsCount, 1u) << "a request-to-send although the irecv will write its clear-to-send";
     void* r2 = irecv(0, 65536);
     ASSERT_NE(r2, nullptr);
     long long dl2 = deadlineIn(10000);
@@ -486,7 +486,7 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
     ASSERT_TRUE(netWait(ib, r2, &got2, deadlineIn(10000), &err2)) << err2;
     EXPECT_EQ(got2, 20000);
     for (int b = 0; b < 20000; b++) ASSERT_EQ(rbuf[b], 0x5a) << b;
-    EXPECT_EQ(se->rtsCount, 1u);
+    EXPECT_EQ(se->c.rtsCount, 1u);
   }
   // small again: through their clear-to-send, then lazy again and eagerly
   EXPECT_EQ(re->small, 0);
@@ -495,19 +495,19 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   w0 = rbase()->work.wrs;
   for (int i = 0; i < 16; i++) ASSERT_EQ(one(8, nullptr), "");
   EXPECT_LE((double)(rbase()->work.wrs - w0) / 16, 1.0 + 2.0 / RAILNET_IB_EAGER_SLOTS + 0.01);
-  EXPECT_EQ(se->rtsCount, 1u);
+  EXPECT_EQ(se->c.rtsCount, 1u);
   // a larger message before its irecv: the request-to-send waits for the irecv
   memset(sbuf.data(), 0x77, 40000);
   void* s = nullptr;
   ASSERT_EQ(ib->isend(sc, sbuf.data(), 40000, 7, smh, nullptr, &s), ncclSuccess);
   EXPECT_EQ(s, nullptr) << "a larger message went without a clear-to-send";
-  EXPECT_EQ(se->rtsCount, 2u);
+  EXPECT_EQ(se->c.rtsCount, 2u);
   long long dl = deadlineIn(10000);
-  while (re->rtsCount < 2 && netNowNs() < dl) {
+  while (re->c.rtsCount < 2 && netNowNs() < dl) {
     int nc = 0;
     ASSERT_EQ(railnetIbPollDev(rbase(), 0, &nc), ncclSuccess);
   }
-  ASSERT_EQ(re->rtsCount, 2u) << "the request-to-send never arrived";
+  ASSERT_EQ(re->c.rtsCount, 2u) << "the request-to-send never arrived";
   void* r = irecv(0, 65536);
   ASSERT_NE(r, nullptr);
   std::string err;
@@ -519,7 +519,7 @@ TEST_F(IbEagerSoftRoceTest, LargeReceiveBuffersTakeSmallMessagesWithoutClearToSe
   ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
   EXPECT_EQ(got, 40000);
   for (int b = 0; b < 40000; b++) ASSERT_EQ(rbuf[b], 0x77) << b;
-  EXPECT_EQ(se->rtsCount, 2u);
+  EXPECT_EQ(se->c.rtsCount, 2u);
 }
 
 // irecvs posted ahead while small messages come eagerly write no clear-to-send; messages
@@ -544,7 +544,7 @@ TEST_F(IbEagerSoftRoceTest, IrecvsPostedAheadAreAskedWhateverCameBetween) {
   const size_t sizes[4] = {20000, 8, 20000, 8};
   std::vector<void*> rs;
   for (int i = 0; i < 4; i++) rs.push_back(irecv((size_t)i * 65536, 65536));
-  uint64_t rts0 = se->rtsCount;
+  uint64_t rts0 = se->c.rtsCount;
   for (int i = 0; i < 4; i++) {
     memset(sbuf.data() + (size_t)i * 65536, 0x21 + i, sizes[i]);
     void* s = nullptr;
@@ -567,7 +567,7 @@ TEST_F(IbEagerSoftRoceTest, IrecvsPostedAheadAreAskedWhateverCameBetween) {
     EXPECT_EQ(got, (int)sizes[i]);
     for (size_t b = 0; b < sizes[i]; b++) ASSERT_EQ(rbuf[(size_t)i * 65536 + b], (char)(0x21 + i)) << i;
   }
-  EXPECT_EQ(se->rtsCount, rts0 + 2) << "a large message waited without asking (for the late rule)";
+  EXPECT_EQ(se->c.rtsCount, rts0 + 2) << "a large message waited without asking (for the late rule)";
 }
 
 // A receive buffer registered as GPU memory is written by the NIC, not by the CPU: the
@@ -760,7 +760,7 @@ TEST_P(IbEagerMultiReceive, ClosesEagerMessagesAndTakesTheOnesAhead) {
     if (open != std::string::npos) beyond = atoi(l.msg.c_str() + open + 1);
   }
   EXPECT_GE(beyond, 3) << "the messages sent ahead did not wait for the groups: " << LogCapture::all();
-  EXPECT_TRUE(re->closed);
+  EXPECT_TRUE(re->c.closed);
   if (gpu) {
     EXPECT_GE(re->nicCopies, 3u) << "the NIC did not copy the messages into the GPU buffers";
     ib->deregMr(rc, groupMh);
@@ -786,7 +786,7 @@ TEST_F(IbEagerSoftRoceTest, GroupsOfEightStepBuffersAtTheDefaults) {
   if (HasFatalFailure()) return;
   auto* re = ((struct ncclIbRecvComm*)rc)->eager;
   ASSERT_NE(re, nullptr) << "no eager messages at the defaults: " << LogCapture::all();
-  ASSERT_EQ(re->size, (uint32_t)RAILNET_IB_EAGER_DEFAULT);
+  ASSERT_EQ(re->c.size, (uint32_t)RAILNET_IB_EAGER_DEFAULT);
   const int nb = 8, groups = 12, inFlight = 2;
   const size_t step = 65536;  // rbuf: inFlight groups of nb step buffers
   const size_t n = RAILNET_IB_EAGER_DEFAULT;
@@ -873,7 +873,7 @@ TEST_F(IbEagerSoftRoceTest, GroupsOfEightStepBuffersAtTheDefaults) {
   }
   ib->deregMr(sc, srcMh);
   ASSERT_EQ(finished, groups) << "not done in 120 s: " << posted << " groups posted, " << sendG << " sent";
-  EXPECT_TRUE(re->closed) << "the groups did not end the comm's eager messages";
+  EXPECT_TRUE(re->c.closed) << "the groups did not end the comm's eager messages";
   EXPECT_TRUE(LogCapture::contains("eager messages ended at fifo position")) << LogCapture::all();
   EXPECT_GE(re->released, 3u) << "the three messages sent ahead did not come eagerly";
 }

@@ -439,12 +439,12 @@ TEST_P(IbFailoverEager, EveryMessageArrivesOnce) {
   const int window = 8, count = 600, faultAt = 200;
   connect(buf * window);
   if (HasFatalFailure()) return;
-  struct railnetIbEager* se = ((struct ncclIbSendComm*)sc)->eager;
-  struct railnetIbEager* re = ((struct ncclIbRecvComm*)rc)->eager;
+  struct railnetIbEagerSend* se = ((struct ncclIbSendComm*)sc)->eager;
+  struct railnetIbEagerRecv* re = ((struct ncclIbRecvComm*)rc)->eager;
   ASSERT_NE(se, nullptr) << "no eager messages on a failover comm: " << LogCapture::all();
   ASSERT_NE(re, nullptr) << LogCapture::all();
-  EXPECT_EQ(se->fo, 1);
-  EXPECT_EQ(re->fo, 1);
+  EXPECT_EQ(se->c.fo, 1);
+  EXPECT_EQ(re->c.fo, 1);
   sendBytes = msg;
   uint64_t sentBefore = 0;
   int sends = 0, recvs = 0;

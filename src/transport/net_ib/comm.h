@@ -30,7 +30,8 @@ extern "C" {
 #define NCCL_NET_IB_REQ_FLUSH 3
 #define NCCL_NET_IB_REQ_EAGER 4          /* an isend written eagerly (eager.h): done at once */
 
-struct railnetIbEager;
+struct railnetIbEagerSend;
+struct railnetIbEagerRecv;
 struct ncclIbMrHandle;
 
 struct ncclIbQp {
@@ -141,7 +142,7 @@ struct ncclIbSendComm {
   volatile uint64_t eagerReleased __attribute__((aligned(64)));
   volatile uint64_t eagerMode;         /* ... and, lazy, its clear-to-send mode (eager.c modeUpdate) */
   volatile uint64_t eagerModeFrom;
-  struct railnetIbEager* eager;        /* NULL: no eager messages */
+  struct railnetIbEagerSend* eager;    /* NULL: no eager messages */
   /* the sizes of a multi-send, written into the receiver's records */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
   uint64_t remSizesAddr;
@@ -172,7 +173,7 @@ struct ncclIbRecvComm {
    * matched by index, qpNextId[q] is the id of the next message QP q completes */
   int prepost;
   uint64_t qpNextId[NCCL_IB_MAX_QPS];
-  struct railnetIbEager* eager;        /* eager messages agreed (eager.h); NULL: off */
+  struct railnetIbEagerRecv* eager;    /* eager messages agreed (eager.h); NULL: off */
 };
 
 /* Marks the comm failed and tells the peer (its socket's sending side is shut down): every

@@ -40,35 +40,45 @@ int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_
  * size: both ends lay the slots out alike, the header and size bytes rounded up to 64), pages
  * of its own (munmap gives them back at close, no heap holes), registered on every device of
  * base. */
-static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, struct railnetIbEager** out) {
-  struct railnetIbEager* e = NULL;
-  NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
-  e->size = size;
-  e->stride = (uint32_t)((size + HDR_BYTES + 63u) & ~(size_t)63u);
-  e->bytes = ((size_t)RAILNET_IB_EAGER_SLOTS * e->stride + 64 + 4095) & ~(size_t)4095;
-  void* p = mmap(NULL, e->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+/* This side's buffer (the bounce slots, or the ring and the credit word), registered on each
+ * device of the comm, into c; on failure what was made is released. */
+static void eagerRelease(struct railnetIbEager* c) {
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
+    if (c->mrs[d]) wrap_ibv_dereg_mr(c->mrs[d]);
+  if (c->buf) munmap(c->buf, c->bytes);
+}
+
+static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, struct railnetIbEager* c) {
+  c->size = size;
+  c->stride = (uint32_t)((size + HDR_BYTES + 63u) & ~(size_t)63u);
+  c->bytes = ((size_t)RAILNET_IB_EAGER_SLOTS * c->stride + 64 + 4095) & ~(size_t)4095;
+  void* p = mmap(NULL, c->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    WARN("NET/IB : out of memory for an eager ring (%zu bytes): %s", e->bytes, strerror(errno));
-    free(e);
+    WARN("NET/IB : out of memory for an eager ring (%zu bytes): %s", c->bytes, strerror(errno));
+    c->buf = NULL;
     return ncclSystemError;
   }
-  e->buf = (uint8_t*)p;
+  c->buf = (uint8_t*)p;
   for (int d = 0; d < base->vProps.ndevs; d++) {
-    ncclResult_t r = wrap_ibv_reg_mr(&e->mrs[d], base->devs[d].pd, e->buf, e->bytes, access);
+    ncclResult_t r = wrap_ibv_reg_mr(&c->mrs[d], base->devs[d].pd, c->buf, c->bytes, access);
     if (r != ncclSuccess) {
-      railnetIbEagerFree(e);
+      eagerRelease(c);
+      memset(c, 0, sizeof(*c));
       return r;
     }
   }
-  *out = e;
   return ncclSuccess;
 }
 
-void railnetIbEagerFree(struct railnetIbEager* e) {
+void railnetIbEagerSendFree(struct railnetIbEagerSend* e) {
   if (e == NULL) return;
-  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
-    if (e->mrs[d]) wrap_ibv_dereg_mr(e->mrs[d]);
-  if (e->buf) munmap(e->buf, e->bytes);
+  eagerRelease(&e->c);
+  free(e);
+}
+
+void railnetIbEagerRecvFree(struct railnetIbEagerRecv* e) {
+  if (e == NULL) return;
+  eagerRelease(&e->c);
   free(e->pend);
   free(e);
 }
@@ -89,9 +99,16 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
     INFO(NCCL_NET, "NET/IB : send comm to %s: no eager messages (the receiver did not agree: see its log)", peer);
     return ncclSuccess;
   }
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &comm->eager));
-  comm->eager->remAddr = rem->eagerAddr;
-  comm->eager->fo = base->fo != NULL;
+  struct railnetIbEagerSend* se = NULL;
+  NCCLCHECK(RAILNET_CALLOC(&se, 1, "IB eager state"));
+  ncclResult_t r = eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &se->c);
+  if (r != ncclSuccess) {
+    free(se);
+    return r;
+  }
+  comm->eager = se;
+  comm->eager->c.remAddr = rem->eagerAddr;
+  comm->eager->c.fo = base->fo != NULL;
   railnetIbFoSetClient(base, &railnetIbEagerFoClient);
   comm->eager->closeQp = -1;
   for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
@@ -99,7 +116,7 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
   comm->eagerMode = 0;
   comm->eagerModeFrom = 0;
   INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly; larger ones ask for their "
-       "clear-to-send when it is not there%s", peer, comm->eager->size,
+       "clear-to-send when it is not there%s", peer, comm->eager->c.size,
        base->fo ? "; with port failover (each eager write signaled, written again when lost with a port)" : "");
   return ncclSuccess;
 }
@@ -133,10 +150,16 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
     return ncclSuccess;
   }
   uint32_t size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
-  NCCLCHECK(eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size, &comm->eager));
-  struct railnetIbEager* e = comm->eager;
-  e->remAddr = rem->eagerAddr; /* the sender's credit word */
-  e->fo = base->fo != NULL;
+  struct railnetIbEagerRecv* e = NULL;
+  NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
+  ncclResult_t r = eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size, &e->c);
+  if (r != ncclSuccess) {
+    free(e);
+    return r;
+  }
+  comm->eager = e;
+  e->c.remAddr = rem->eagerAddr; /* the sender's credit word */
+  e->c.fo = base->fo != NULL;
   railnetIbFoSetClient(base, &railnetIbEagerFoClient);
   int forced = !comm->prepost;
   if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
@@ -144,22 +167,22 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
     for (int q = 0; q < base->nqps; q++) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
   }
   meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_TAGS;
-  meta->eagerSize = e->size;
-  meta->eagerAddr = (uint64_t)(uintptr_t)e->buf;
-  for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->mrs[d]->rkey;
+  meta->eagerSize = e->c.size;
+  meta->eagerAddr = (uint64_t)(uintptr_t)e->c.buf;
+  for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->c.mrs[d]->rkey;
   INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots; no "
-       "clear-to-send while the messages are small%s%s", peer, e->size, RAILNET_IB_EAGER_SLOTS,
+       "clear-to-send while the messages are small%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
        forced ? "; receive work requests pre-posted for them after all" : "",
-       e->fo ? "; with port failover (positions in the immediates, repeats dropped)" : "");
+       e->c.fo ? "; with port failover (positions in the immediates, repeats dropped)" : "");
   return ncclSuccess;
 }
 
 int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   struct ncclIbNetCommBase* base = &comm->base;
   /* the CPU copies the bytes into the bounce slot: host memory only (GPU memory goes the
    * clear-to-send way, straight from the NIC) */
-  if (!railnetIbEagerOpen(e) || size > e->size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
+  if (!railnetIbEagerSendOpen(e) || size > e->c.size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   /* the receiver announced this position already: its buffer takes the bytes directly */
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
@@ -172,8 +195,8 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   if (comm->eagerReleased > base->fifoHead) return RAILNET_IB_EAGER_BAD_CREDIT;
   int s = (int)(base->fifoHead % RAILNET_IB_EAGER_SLOTS);
   /* failover: the last write into this ring slot (maybe one written again) has not completed */
-  if (e->fo && (e->slotReq[s] || ((e->resend | e->resendOut) >> s & 1))) return -1 - base->qps[e->slotQp[s]].devIndex;
-  if (e->fo) return !railnetIbQpRoom(base, qp, 1) ? -1 - qp->devIndex : 1; /* no marks */
+  if (e->c.fo && (e->slotReq[s] || ((e->resend | e->resendOut) >> s & 1))) return -1 - base->qps[e->slotQp[s]].devIndex;
+  if (e->c.fo) return !railnetIbQpRoom(base, qp, 1) ? -1 - qp->devIndex : 1; /* no marks */
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* q = railnetIbMsgQp(base, base->fifoHead, i);
     if (!railnetIbQpRoom(base, q, 1)) return -1 - q->devIndex;
@@ -184,7 +207,7 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
 ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbRequest* req, void* data, size_t size,
                                 int tag, void* phandle) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   uint64_t pos = base->fifoHead;
   struct ncclIbQp* qp = railnetIbEagerQp(base, pos); /* (railnetIbEagerCanSend checked it is there) */
   int s = (int)(pos % RAILNET_IB_EAGER_SLOTS);
@@ -192,13 +215,13 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   struct railnetIbEagerHdr hdr = {(uint32_t)tag, (uint32_t)size};
   memcpy(slot, &hdr, sizeof(hdr));
   if (size) memcpy(slot + HDR_BYTES, data, size);
-  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->mrs[qp->devIndex]->lkey};
+  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->c.mrs[qp->devIndex]->lkey};
   /* failover: signaled, the request done when it completed (eager_fo.c) */
-  uint64_t wrId = e->fo ? railnetIbWrIdEagerFo(pos) : 0;
+  uint64_t wrId = e->c.fo ? railnetIbWrIdEagerFo(pos) : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, (uint32_t)size), wrId));
   /* split over QPs, every QP takes one completion per position: the others get a mark (not
    * under failover: the immediates name the positions) */
-  int writes = e->fo ? 1 : railnetIbChunksPerMsg(base);
+  int writes = e->c.fo ? 1 : railnetIbChunksPerMsg(base);
   for (int i = 1; i < writes; i++)
     NCCLCHECK(railnetIbEagerRingWrite(base, e, railnetIbMsgQp(base, pos, i), pos, NULL,
                                       railnetIbImmEager(0, pos, RAILNET_IB_EAGER_MARK), 0));
@@ -206,7 +229,7 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   req->id = pos;
   req->send.size = size;
   req->phandle = phandle;
-  if (e->fo) {
+  if (e->c.fo) {
     req->events[qp->devIndex] = 1;
     e->slotPos[s] = pos + 1;
     e->slotReq[s] = req;
@@ -222,10 +245,10 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
 
 ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int memType, int* pollDev) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   uint64_t pos = base->fifoHead;
   *pollDev = -1;
-  if (!railnetIbEagerOpen(e) || e->rtsSent == pos + 1) return ncclSuccess;
+  if (!railnetIbEagerSendOpen(e) || e->rtsSent == pos + 1) return ncclSuccess;
   /* the receiver's mode (modeUpdate): every irecv from position mode >> 1 on writes its
    * clear-to-send (bit 0 set), or the ones from eagerModeFrom up to it did: no request
    * where one comes anyway */
@@ -239,10 +262,10 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int mem
   }
   /* a small message whose memory cannot go eagerly (railnetIbEagerCanSend): the receiver
    * tries less often; small host memory only found the ring full */
-  uint32_t small = size <= e->size && memType != NCCL_PTR_HOST ? RAILNET_IB_EAGER_RTS_SMALL : 0;
+  uint32_t small = size <= e->c.size && memType != NCCL_PTR_HOST ? RAILNET_IB_EAGER_RTS_SMALL : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, NULL, railnetIbEagerImm(e, pos, RAILNET_IB_EAGER_RTS | small), 0));
   e->rtsSent = pos + 1;
-  e->rtsCount++;
+  e->c.rtsCount++;
   return ncclSuccess;
 }
 
@@ -250,9 +273,9 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int mem
  * messages do not come eagerly); when that changes the sender is told at once, with the
  * position it holds from (railnetIbEagerRts: no request-to-send where one comes anyway). */
 static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   uint64_t every = !e->small && e->asked;
-  if (e->closing || every == (e->mode & 1)) return ncclSuccess; /* closing: the mode word says only that */
+  if (e->c.closing || every == (e->mode & 1)) return ncclSuccess; /* closing: the mode word says only that */
   /* an "every" period [everyFrom, its end) is what a later mode 0 still vouches for: the
    * irecvs before it (eager ones) wrote none */
   if (every) e->everyFrom = comm->base.fifoHead;
@@ -261,13 +284,13 @@ static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
 }
 
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   /* after the close the positions from the sender's close on take no ring slot */
   if (e == NULL || (e->closeAt && id >= e->closeAt - 1)) return ncclSuccess;
   /* lazy: a larger message has the next irecvs write their clear-to-send; after
    * RAILNET_IB_EAGER_RETRY small ones that came that way they try without again (the sender
    * may send them eagerly; one whose memory cannot go eagerly asks again) */
-  if (size > e->size) {
+  if (size > e->c.size) {
     e->small = 0;
     e->smallRun = 0;
   } else if (!e->small && ++e->smallRun >= (e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY)) {
@@ -322,7 +345,7 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
 }
 
 ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   int s = railnetIbWrIdEagerCopySlot(wc->wr_id, RAILNET_IB_EAGER_SLOTS);
   struct ncclIbRequest* r = e ? e->copyReq[s] : NULL;
   if (r == NULL || r->type != NCCL_NET_IB_REQ_RECV || r->events[d] <= 0) {
@@ -337,7 +360,7 @@ ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const stru
 
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
                                       size_t posted, const struct ncclIbMrHandle* mh, int* cts) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   req->recv.buf = data;
   req->recv.mh = mh;
   int s = (int)(req->id % RAILNET_IB_EAGER_SLOTS);
@@ -349,7 +372,7 @@ ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIb
   /* none while small messages come eagerly; else one for an irecv larger than the eager size,
    * and one for every irecv once the sender asked with a request-to-send (it needs them,
    * whatever the irecv's size: GPU memory) */
-  *cts = !e->small && (posted > e->size || e->asked);
+  *cts = !e->small && (posted > e->c.size || e->asked);
   if (e->rts[s] == req->id + 1) {
     e->rts[s] = 0;
     *cts = 1;
@@ -377,7 +400,7 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
  * message of at most the eager size, whose memory cannot go eagerly. */
 static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id, int small) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   /* the sender passed no position without its clear-to-send (an irecv posted here) or a
    * ring slot: beyond both, the peer is broken */
   if (id > e->released + RAILNET_IB_EAGER_SLOTS && id > base->fifoHead) {
@@ -389,7 +412,7 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id, 
     return ncclRemoteError;
   }
   NCCLCHECK(railnetIbEagerRepost(comm, q)); /* the position's data still come on it */
-  e->rtsCount++;
+  e->c.rtsCount++;
   e->small = 0; /* this sender needs clear-to-send entries (a larger message, or GPU memory) */
   e->smallRun = 0;
   if (small && e->rtsLast != id + 1) { /* its memory cannot go eagerly: try less often (eager.h) */
@@ -413,19 +436,19 @@ static ncclResult_t rtsArrived(struct ncclIbRecvComm* comm, int q, uint64_t id, 
  * hold (what was meant for a QP may come on another). */
 ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   char peer[SOCKET_NAME_MAXLEN];
   int q = railnetIbQpIndex(base, d, wc->qp_num);
-  if (e->fo && q < 0) q = railnetIbFoAdoptByNum(base, d, wc->qp_num); /* the sender uses a recovered QP */
-  if (e->fo && q < 0) return ncclSuccess; /* a QP replaced by port recovery: its last completions */
+  if (e->c.fo && q < 0) q = railnetIbFoAdoptByNum(base, d, wc->qp_num); /* the sender uses a recovered QP */
+  if (e->c.fo && q < 0) return ncclSuccess; /* a QP replaced by port recovery: its last completions */
   uint32_t imm = be32toh(wc->imm_data);
-  uint64_t id = q < 0 ? 0 : e->fo ? railnetIbEagerFoPos(e, imm) : comm->qpNextId[q];
+  uint64_t id = q < 0 ? 0 : e->c.fo ? railnetIbEagerFoPos(e, imm) : comm->qpNextId[q];
   uint64_t step = base->splitDataOnQps ? 1 : (uint64_t)base->nqps; /* positions per completion of a QP */
   /* split over QPs: requests-to-send and the close come on QP 0 (before the data's first
    * chunk), marks on the others */
   int mark = (imm & RAILNET_IB_EAGER_MARK) != 0, ctl = (imm & (RAILNET_IB_EAGER_RTS | RAILNET_IB_EAGER_CLOSE)) != 0;
-  int split = base->splitDataOnQps && !e->fo;
-  if ((split && q >= 0 && (mark ? q == 0 : ctl && q != 0)) || (e->fo && mark)) {
+  int split = base->splitDataOnQps && !e->c.fo;
+  if ((split && q >= 0 && (mark ? q == 0 : ctl && q != 0)) || (e->c.fo && mark)) {
     WARN("NET/IB : eager write from %s (immediate 0x%x) on QP %d, which does not take it when messages are split "
          "over QPs or the comm fails over: the peer is not this railnet version or is broken",
          ncclSocketToString(&base->sock.addr, peer, 1), imm, q);
@@ -437,17 +460,17 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
     comm->qpNextId[q] += step;
     return railnetIbPostRecvs(base, base->qps[q].qp, 1);
   }
-  uint32_t size = railnetIbImmEagerSize(e->fo, imm);
-  if (q >= 0 && e->fo && railnetIbEagerFoRepeat(e, id)) { /* the sender wrote it again: delivered or held */
+  uint32_t size = railnetIbImmEagerSize(e->c.fo, imm);
+  if (q >= 0 && e->c.fo && railnetIbEagerFoRepeat(e, id)) { /* the sender wrote it again: delivered or held */
     e->repeats++;
     return railnetIbEagerRepost(comm, q);
   }
-  if (q < 0 || (q != 0 && split) || (e->closeAt && id >= e->closeAt - 1) || size > e->size ||
+  if (q < 0 || (q != 0 && split) || (e->closeAt && id >= e->closeAt - 1) || size > e->c.size ||
       id < e->released || id >= e->released + RAILNET_IB_EAGER_SLOTS || e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
          "%u bytes, %d positions beyond %llu, one per ring slot. The peer is not this railnet version or is broken: "
          "run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
-         ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id, e->size,
+         ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id, e->c.size,
          RAILNET_IB_EAGER_SLOTS, (unsigned long long)e->released);
     return ncclRemoteError;
   }
@@ -458,7 +481,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   /* its irecv is there and waits (under failover it counted its completion on the device
    * meant, which may not be the one it came on) */
   int waits = r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id && r->events[d] > 0;
-  for (int k = 0; e->fo && !waits && r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id && k < NCCL_IB_MAX_DEVS_PER_NIC; k++)
+  for (int k = 0; e->c.fo && !waits && r != NULL && r->type == NCCL_NET_IB_REQ_RECV && r->id == id && k < NCCL_IB_MAX_DEVS_PER_NIC; k++)
     waits = r->events[k] > 0;
   if (waits) {
     if (base->prof) railnetIbProfStop(base, r, wc->qp_num);
@@ -466,7 +489,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   }
   e->arrived[s] = id + 1; /* waits in the ring for its irecv */
   e->arrivedSize[s] = size;
-  if (!e->closing) return ncclSuccess; /* closing: its irecv may be queued */
+  if (!e->c.closing) return ncclSuccess; /* closing: its irecv may be queued */
   NCCLCHECK(railnetIbEagerMatchHeld(comm));
   return railnetIbEagerResolve(comm);
 }

@@ -33,15 +33,17 @@ extern "C" {
 #define RAILNET_IB_EAGER_CLOSING (1ull << 63) /* receiver's mode word: a multi-receive came, close */
 /* wr_id and immediate layouts: wrid.h */
 
-/* The eager state (struct railnetIbEager, struct railnetIbEagerPending) is the eager files'
- * own: eager_state.h, included by eager_int.h; the rest of the transport holds a pointer and
- * calls the functions below. */
-struct railnetIbEager;
+/* The eager state (struct railnetIbEagerSend / railnetIbEagerRecv, one per side, and what
+ * both have, struct railnetIbEager) is the eager files' own: eager_state.h, included by
+ * eager_int.h; the rest of the transport holds a pointer and calls the functions below. */
+struct railnetIbEagerSend;
+struct railnetIbEagerRecv;
 
 /* The comm takes eager messages now (agreed, not closed); e NULL: no. */
-int railnetIbEagerOpen(const struct railnetIbEager* e);
+int railnetIbEagerSendOpen(const struct railnetIbEagerSend* e);
+int railnetIbEagerRecvOpen(const struct railnetIbEagerRecv* e);
 /* Receiver: a multi-receive came and the comm is closing its eager messages; e NULL: no. */
-int railnetIbEagerClosing(const struct railnetIbEager* e);
+int railnetIbEagerClosing(const struct railnetIbEagerRecv* e);
 
 /* RAILNET_IB_EAGER_SIZE (0: off; default RAILNET_IB_EAGER_DEFAULT). */
 int railnetIbEagerSize(void);
@@ -84,7 +86,7 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int mem
 /* Receiver: whether an irecv of n buffers is queued (railnetIbEagerQueue) rather than posted:
  * a multi-receive on an open comm, and every irecv from then on while the close is not
  * through, irecvs are queued before it, or messages from before it wait for irecvs. */
-int railnetIbEagerQueues(const struct railnetIbEager* e, int n);
+int railnetIbEagerQueues(const struct railnetIbEagerRecv* e, int n);
 /* ... whether one more fits (queued and posted irecvs together at most RAILNET_IB_FIFO_SLOTS,
  * NCCL's limit of requests in flight): if not, irecv returns no request (later). */
 int railnetIbEagerQueueRoom(const struct ncclIbRecvComm* comm);
@@ -127,7 +129,9 @@ ncclResult_t railnetIbEagerFoRetell(struct ncclIbRecvComm* comm);
 /* Receiver: a NIC copy (wr_id RAILNET_IB_EAGER_COPY) failed on device d: made again on a
  * device left (ncclSuccess), or the comm fails. */
 ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
-void railnetIbEagerFree(struct railnetIbEager* e);
+/* Frees a side's eager state (NULL: nothing). */
+void railnetIbEagerSendFree(struct railnetIbEagerSend* e);
+void railnetIbEagerRecvFree(struct railnetIbEagerRecv* e);
 
 #ifdef __cplusplus
 }

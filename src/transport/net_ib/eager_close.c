@@ -16,11 +16,11 @@
 
 /* The sender's close on QP q: its position id (the next on that QP; it takes none). */
 ncclResult_t railnetIbEagerCloseArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
-  struct railnetIbEager* e = comm->eager;
-  if (e->fo && e->closeAt) return railnetIbEagerRepost(comm, q); /* failover: written again (eager.h) */
+  struct railnetIbEagerRecv* e = comm->eager;
+  if (e->c.fo && e->closeAt) return railnetIbEagerRepost(comm, q); /* failover: written again (eager.h) */
   int late = 0; /* an eager message at or beyond the close's position came first (another QP) */
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) late |= e->arrived[s] > id;
-  if (!e->closing || e->closeAt || late || (id > e->released + RAILNET_IB_EAGER_SLOTS && id > comm->base.fifoHead)) {
+  if (!e->c.closing || e->closeAt || late || (id > e->released + RAILNET_IB_EAGER_SLOTS && id > comm->base.fifoHead)) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : eager close from %s at fifo position %llu, not asked for, beyond the ring (%llu delivered) or "
          "behind an eager message: the peer is not this railnet version or is broken", ncclSocketToString(&comm->base.sock.addr, peer, 1),
@@ -36,9 +36,9 @@ ncclResult_t railnetIbEagerCloseArrived(struct ncclIbRecvComm* comm, int q, uint
 
 ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   *pollDev = -1;
-  if (!railnetIbEagerOpen(e) || !(comm->eagerMode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
+  if (!railnetIbEagerSendOpen(e) || !(comm->eagerMode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbEagerQp(base, base->fifoHead);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   if (!railnetIbQpRoom(base, qp, 1)) { /* its completions free it */
@@ -47,7 +47,7 @@ ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) 
   }
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, base->fifoHead, NULL,
                                     railnetIbEagerImm(e, base->fifoHead, RAILNET_IB_EAGER_CLOSE), 0));
-  e->closed = 1;
+  e->c.closed = 1;
   e->closeQp = (int)(qp - base->qps); /* failover: written again if lost with its QP */
   e->closePos = base->fifoHead;
   char peer[SOCKET_NAME_MAXLEN];
@@ -62,7 +62,7 @@ ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) 
  * the first position not here yet (frontier; with several QPs a later one may come first), so
  * that messages of one tag fill its buffers in their order. */
 ncclResult_t railnetIbEagerMatchHeld(struct ncclIbRecvComm* comm) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   while (e->arrived[e->frontier % RAILNET_IB_EAGER_SLOTS] == e->frontier + 1) e->frontier++;
   for (uint64_t p = e->released > e->pendFrom ? e->released : e->pendFrom; p < e->frontier; p++) {
     int s = (int)(p % RAILNET_IB_EAGER_SLOTS);
@@ -106,9 +106,9 @@ ncclResult_t railnetIbEagerMatchHeld(struct ncclIbRecvComm* comm) {
  * the held messages did not fill (none: no position), as far as fifo slots are free. */
 ncclResult_t railnetIbEagerResolve(struct ncclIbRecvComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   if (e->closeAt == 0) return ncclSuccess;
-  if (!e->closed) {
+  if (!e->c.closed) {
     uint64_t y = e->closeAt - 1, f = e->pendFrom;
     if (y > f && e->frontier < y) return ncclSuccess; /* messages before the close still coming */
     for (uint64_t p = y; p < f; p++) { /* irecvs posted without a clear-to-send: theirs now */
@@ -118,7 +118,7 @@ ncclResult_t railnetIbEagerResolve(struct ncclIbRecvComm* comm) {
       NCCLCHECK(railnetIbPostCts(comm, r, (int)(p % RAILNET_IB_FIFO_SLOTS), 0));
     }
     base->fifoHead = y > f ? y : f;
-    e->closed = 1;
+    e->c.closed = 1;
     char peer[SOCKET_NAME_MAXLEN];
     INFO(NCCL_NET, "NET/IB : receive comm with %s: eager messages ended at fifo position %llu (%llu came beyond the "
          "irecvs); the clear-to-send protocol from here", railnetIbPeerStr(base, peer), (unsigned long long)y,
@@ -165,10 +165,10 @@ int railnetIbEagerQueueRoom(const struct ncclIbRecvComm* comm) {
   return used < RAILNET_IB_FIFO_SLOTS;
 }
 
-int railnetIbEagerQueues(const struct railnetIbEager* e, int n) {
+int railnetIbEagerQueues(const struct railnetIbEagerRecv* e, int n) {
   if (e == NULL) return 0;
-  if (!e->closing) return n > 1;
-  if (!e->closed || e->pendCount > 0) return 1;
+  if (!e->c.closing) return n > 1;
+  if (!e->c.closed || e->pendCount > 0) return 1;
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) /* messages from before the close still held */
     if (e->arrived[s]) return 1;
   return 0;
@@ -177,11 +177,11 @@ int railnetIbEagerQueues(const struct railnetIbEager* e, int n) {
 ncclResult_t railnetIbEagerQueue(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int n, void** data,
                                  size_t* sizes, int* tags, void** mhandles, int* taken) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   *taken = 0;
-  if (!e->closing) {
+  if (!e->c.closing) {
     if (e->pend == NULL) NCCLCHECK(RAILNET_CALLOC(&e->pend, RAILNET_IB_FIFO_SLOTS, "IB eager irecv queue"));
-    e->closing = 1;
+    e->c.closing = 1;
     e->pendFrom = base->fifoHead;
     e->frontier = base->fifoHead;
     e->mode |= RAILNET_IB_EAGER_CLOSING;
@@ -209,8 +209,8 @@ ncclResult_t railnetIbEagerQueue(struct ncclIbRecvComm* comm, struct ncclIbReque
 }
 
 ncclResult_t railnetIbEagerProgress(struct ncclIbRecvComm* comm) {
-  struct railnetIbEager* e = comm->eager;
-  if (e == NULL || !e->closing || e->pendCount == 0) return ncclSuccess;
+  struct railnetIbEagerRecv* e = comm->eager;
+  if (e == NULL || !e->c.closing || e->pendCount == 0) return ncclSuccess;
   NCCLCHECK(railnetIbEagerMatchHeld(comm));
   return railnetIbEagerResolve(comm);
 }

@@ -16,7 +16,7 @@
 
 /* ------------------------------------------------------------------ receiver */
 
-uint64_t railnetIbEagerFoPos(const struct railnetIbEager* e, uint32_t imm) {
+uint64_t railnetIbEagerFoPos(const struct railnetIbEagerRecv* e, uint32_t imm) {
   uint32_t low = railnetIbImmEagerPosLow(imm);
   uint32_t ahead = (low - (uint32_t)e->released) & RAILNET_IB_EAGER_FO_MASK;
   /* positions written again lie behind the count delivered, new ones a ring (or the irecvs
@@ -25,7 +25,7 @@ uint64_t railnetIbEagerFoPos(const struct railnetIbEager* e, uint32_t imm) {
   return e->released - (RAILNET_IB_EAGER_FO_MASK + 1 - ahead);
 }
 
-int railnetIbEagerFoRepeat(const struct railnetIbEager* e, uint64_t id) {
+int railnetIbEagerFoRepeat(const struct railnetIbEagerRecv* e, uint64_t id) {
   int s = (int)(id % RAILNET_IB_EAGER_SLOTS);
   if (id < e->released) return 1;                                    /* delivered */
   if (id - e->released < 64 && (e->doneMask >> (id - e->released) & 1)) return 1; /* delivered, out of order */
@@ -37,7 +37,7 @@ ncclResult_t railnetIbEagerFoRetell(struct ncclIbRecvComm* comm) { return railne
 
 ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   int s = railnetIbWrIdEagerCopySlot(wc->wr_id, RAILNET_IB_EAGER_SLOTS), to = -1;
   struct ncclIbRequest* r = e ? e->copyReq[s] : NULL;
   for (int k = 0; k < base->vProps.ndevs && to < 0; k++)
@@ -67,7 +67,7 @@ ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, cons
 /* ------------------------------------------------------------------ sender */
 
 void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   uint64_t low = railnetIbWrIdEagerFoPos16(wrId);
   int s = (int)(low % RAILNET_IB_EAGER_SLOTS);
   if (e == NULL || e->slotPos[s] == 0 || !railnetIbWrIdEagerFoIs(wrId, e->slotPos[s] - 1)) return; /* (the slot moved on) */
@@ -83,9 +83,9 @@ void railnetIbEagerFoSent(struct ncclIbSendComm* comm, int q, uint64_t wrId) {
 
 ncclResult_t railnetIbEagerFoFailedOver(struct ncclIbSendComm* comm, int* n) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   *n = 0;
-  if (e == NULL || !e->fo) return ncclSuccess;
+  if (e == NULL || !e->c.fo) return ncclSuccess;
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) {
     uint32_t bit = 1u << s;
     if ((e->slotReq[s] == NULL && !(e->resendOut & bit)) || !railnetIbQpGone(base, e->slotQp[s])) continue;
@@ -101,7 +101,7 @@ ncclResult_t railnetIbEagerFoFailedOver(struct ncclIbSendComm* comm, int* n) {
 
 ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerSend* e = comm->eager;
   if (e == NULL || (e->resend == 0 && !e->closeResend)) return ncclSuccess;
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) {
     uint32_t bit = 1u << s;
@@ -113,7 +113,7 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
     uint8_t* slot = SLOT(e, s); /* still holds it: the slot is written anew only once it was delivered */
     struct railnetIbEagerHdr hdr;
     memcpy(&hdr, slot, sizeof(hdr));
-    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->mrs[qp->devIndex]->lkey};
+    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->c.mrs[qp->devIndex]->lkey};
     NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, hdr.size),
                                       railnetIbWrIdEagerFo(pos)));
     struct ncclIbRequest* r = e->slotReq[s];

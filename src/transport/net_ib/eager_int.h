@@ -8,16 +8,16 @@
 #include "eager_state.h"
 #include "wire.h"
 
-/* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->stride bytes each: a railnetIbEagerHdr, then the
+/* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->c.stride bytes each: a railnetIbEagerHdr, then the
  * message's bytes) and the receiver's credit words after the last one. */
-#define SLOT(e, s) ((e)->buf + (size_t)(s) * (e)->stride)
+#define SLOT(e, s) ((e)->c.buf + (size_t)(s) * (e)->c.stride)
 #define HDR_BYTES sizeof(struct railnetIbEagerHdr)
 #define CREDIT_WORD(e) ((volatile uint64_t*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
 
 /* Sender: writes sge (NULL: no bytes) with immediate imm into ring slot pos %
  * RAILNET_IB_EAGER_SLOTS of the receiver on qp; signaled when wrId is not 0 (it then carries
  * wrId's bits too), else one in RAILNET_IB_EAGER_SIGNAL. */
-ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct railnetIbEager* e, struct ncclIbQp* qp,
+ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct railnetIbEagerSend* e, struct ncclIbQp* qp,
                                      uint64_t pos, struct ibv_sge* sge, uint32_t imm, uint64_t wrId);
 /* Receiver: tells the sender the positions delivered (and the mode) when due, or now (force). */
 ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force);
@@ -36,8 +36,8 @@ ncclResult_t railnetIbEagerResolve(struct ncclIbRecvComm* comm);
 
 /* The immediate of a ring write for position pos: RAILNET_IB_EAGER_IMM | bits (its kind and
  * size), under failover with the position's low bits (eager.h). */
-static inline uint32_t railnetIbEagerImm(const struct railnetIbEager* e, uint64_t pos, uint32_t bits) {
-  return railnetIbImmEager(e->fo, pos, bits);
+static inline uint32_t railnetIbEagerImm(const struct railnetIbEagerSend* e, uint64_t pos, uint32_t bits) {
+  return railnetIbImmEager(e->c.fo, pos, bits);
 }
 /* Sender: the QP the ring write of position pos goes on (under failover the one standing in
  * for it; NULL: none left). */
@@ -49,6 +49,6 @@ ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q);
 /* Receiver under failover (eager_fo.c): the position an immediate names (the one nearest to
  * the count delivered), and whether the message at position id is a repeat of one delivered
  * or held (the sender wrote it again). */
-uint64_t railnetIbEagerFoPos(const struct railnetIbEager* e, uint32_t imm);
-int railnetIbEagerFoRepeat(const struct railnetIbEager* e, uint64_t id);
+uint64_t railnetIbEagerFoPos(const struct railnetIbEagerRecv* e, uint32_t imm);
+int railnetIbEagerFoRepeat(const struct railnetIbEagerRecv* e, uint64_t id);
 #endif

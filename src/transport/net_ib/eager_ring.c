@@ -32,7 +32,7 @@ ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q) {
 
 /* An eager message, a request-to-send or the close (eager_int.h). Unsignaled writes leave the
  * send queue with a later signaled one. */
-ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct railnetIbEager* e, struct ncclIbQp* qp,
+ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct railnetIbEagerSend* e, struct ncclIbQp* qp,
                                      uint64_t pos, struct ibv_sge* sge, uint32_t imm, uint64_t wrId) {
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
@@ -40,7 +40,7 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
   wr.sg_list = sge;
   wr.num_sge = sge ? 1 : 0;
   wr.imm_data = htobe32(imm);
-  wr.wr.rdma.remote_addr = e->remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * e->stride;
+  wr.wr.rdma.remote_addr = e->c.remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * e->c.stride;
   wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
   if (sge && base->useInline && sge->length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
   wr.wr_id = railnetIbWrIdEager(0, 0);
@@ -62,7 +62,7 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
  * sees never goes back. */
 ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   if (!force && e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
   /* failover: on the QP of the last ones while it is there (a write on another QP could
    * land before one still on its way), else on the one standing in for it */
@@ -73,13 +73,13 @@ ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   word[0] = e->released;
   word[1] = e->mode; /* lazy: the sender's eagerMode and eagerModeFrom (each word lands whole) */
   word[2] = e->everyFrom;
-  struct ibv_sge sge = {(uintptr_t)word, 3 * sizeof(uint64_t), e->mrs[qp->devIndex]->lkey};
+  struct ibv_sge sge = {(uintptr_t)word, 3 * sizeof(uint64_t), e->c.mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = e->remAddr;
+  wr.wr.rdma.remote_addr = e->c.remAddr;
   wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr_id = railnetIbWrIdEager(0, 0);
@@ -93,7 +93,7 @@ ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
 
 /* Position id reached its buffer: the sender is told once half the ring is free again. */
 ncclResult_t railnetIbEagerRelease(struct ncclIbRecvComm* comm, uint64_t id) {
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   if (id < e->released || id - e->released >= 64) {
     WARN("NET/IB : eager comm delivered fifo position %llu outside its window [%llu, +64)", (unsigned long long)id,
          (unsigned long long)e->released);
@@ -116,9 +116,9 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
                             const struct ncclIbMrHandle* mh, size_t n, int d, uint64_t pos) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct ncclIbCommDev* cd = &base->devs[d];
-  struct railnetIbEager* e = comm->eager;
+  struct railnetIbEagerRecv* e = comm->eager;
   if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
-  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->mrs[d]->lkey};
+  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->c.mrs[d]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -141,5 +141,6 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
 }
 
 /* Here, the lowest of the eager files, as every eager file and the transport ask them. */
-int railnetIbEagerOpen(const struct railnetIbEager* e) { return e != NULL && !e->closed; }
-int railnetIbEagerClosing(const struct railnetIbEager* e) { return e != NULL && e->closing; }
+int railnetIbEagerSendOpen(const struct railnetIbEagerSend* e) { return e != NULL && !e->c.closed; }
+int railnetIbEagerRecvOpen(const struct railnetIbEagerRecv* e) { return e != NULL && !e->c.closed; }
+int railnetIbEagerClosing(const struct railnetIbEagerRecv* e) { return e != NULL && e->c.closing; }

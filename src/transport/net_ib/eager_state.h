@@ -25,17 +25,43 @@ struct railnetIbEagerPending {
   const struct ncclIbMrHandle* mh[NCCL_NET_IB_MAX_RECVS];
 };
 
+/* What both sides have: the agreed size, this side's registered buffer and the peer's
+ * address, whether failover is on, the close's two flags and the request-to-send count. */
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
   uint32_t stride;                     /* bytes per ring / bounce slot: header and size rounded up to 64 */
   size_t bytes;                        /* buf's length (the slots, the credit words, whole pages) */
-  uint64_t rtsSent;                    /* sender: position + 1 of the last request-to-send */
   uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
   struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
-  /* sender: the receiver's ring */
-  uint64_t remAddr;
-  uint32_t remRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
-  /* receiver */
+  uint64_t remAddr;                    /* sender: the receiver's ring; receiver: the sender's credit word */
+  int fo;                              /* port failover on for this comm (eager_fo.c) */
+  /* the close (a multi-receive): sender: closed once it wrote it; receiver: closing once it
+   * asked, closed once the close was taken */
+  int closing, closed;
+  uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
+};
+
+/* The sender's eager state (ncclIbSendComm.eager). */
+struct railnetIbEagerSend {
+  struct railnetIbEager c;
+  uint64_t rtsSent;                    /* position + 1 of the last request-to-send */
+  uint32_t remRkeys[NCCL_IB_MAX_DEVS_PER_NIC]; /* the receiver's ring's */
+  /* port failover (eager_fo.c): per bounce slot the position + 1 of the message in it, its
+   * request until a write of it completed, the QP of its last write; bit s: to be written
+   * again, written again and not completed; the close's QP (-1: none) and position, the close
+   * to be written again; messages sent eagerly and written again */
+  uint64_t slotPos[RAILNET_IB_EAGER_SLOTS];
+  struct ncclIbRequest* slotReq[RAILNET_IB_EAGER_SLOTS];
+  uint8_t slotQp[RAILNET_IB_EAGER_SLOTS];
+  uint32_t resend, resendOut;
+  int closeQp, closeResend;
+  uint64_t closePos;
+  uint64_t sent, resent;
+};
+
+/* The receiver's eager state (ncclIbRecvComm.eager). */
+struct railnetIbEagerRecv {
+  struct railnetIbEager c;
   uint64_t arrived[RAILNET_IB_EAGER_SLOTS]; /* position + 1 of a message waiting in the slot, 0: none */
   uint32_t arrivedSize[RAILNET_IB_EAGER_SLOTS];
   uint64_t released;                   /* positions below it delivered */
@@ -49,37 +75,24 @@ struct railnetIbEager {
                                           again after a failover doubles retryAfter no more) */
   int asked;                           /* lazy: a request-to-send came since the last eager message */
   uint64_t rts[RAILNET_IB_EAGER_SLOTS]; /* lazy: position + 1 of a request-to-send that came before its irecv */
-  uint64_t rtsCount;                   /* lazy: requests-to-send taken (receiver) or sent (sender) */
-  uint64_t mode, modeTold;             /* lazy, receiver: (position << 1) | every irecv writes its clear-to-send */
+  uint64_t mode, modeTold;             /* lazy: (position << 1) | every irecv writes its clear-to-send */
   uint64_t everyFrom;                  /* ... where the last such period began */
-  /* the close (a multi-receive): sender: closed once it wrote it; receiver: closing once it
-   * asked, closeAt the sender's position + 1 once the close came, closed once taken */
-  int closing, closed;
+  /* the close: closeAt the sender's position + 1 once the close came */
   uint64_t closeAt;
-  uint64_t pendFrom;                   /* receiver: its fifoHead when closing began (irecvs queued from there) */
+  uint64_t pendFrom;                   /* its fifoHead when closing began (irecvs queued from there) */
   uint64_t frontier;                   /* ... every position below it came (from pendFrom on) */
   struct railnetIbEagerPending* pend;  /* ... the queued irecvs (RAILNET_IB_FIFO_SLOTS, made at the close) */
   int pendHead, pendCount;
-  struct ncclIbRequest* copyReq[RAILNET_IB_EAGER_SLOTS]; /* receiver: the NIC copy out of ring slot s: for it */
+  struct ncclIbRequest* copyReq[RAILNET_IB_EAGER_SLOTS]; /* the NIC copy out of ring slot s: for it */
   uint64_t copyPos[RAILNET_IB_EAGER_SLOTS];              /* ... of the message at this position */
   void* copyBuf[RAILNET_IB_EAGER_SLOTS];                 /* ... into this buffer, */
   const struct ncclIbMrHandle* copyMh[RAILNET_IB_EAGER_SLOTS]; /* registered so, */
   size_t copyLen[RAILNET_IB_EAGER_SLOTS];                /* this many bytes */
-  /* port failover (eager_fo.c): on for this comm; sender: per bounce slot the position + 1 of
-   * the message in it, its request until a write of it completed, the QP of its last write;
-   * bit s: to be written again, written again and not completed; the close's QP (-1: none)
-   * and position, the close to be written again; messages sent eagerly and written again.
-   * Receiver: repeats dropped, NIC copies made again */
-  int fo;
-  int tellQp;                          /* receiver: the QP its credit writes go on (QP 0 until it is gone) */
-  uint64_t slotPos[RAILNET_IB_EAGER_SLOTS];
-  struct ncclIbRequest* slotReq[RAILNET_IB_EAGER_SLOTS];
-  uint8_t slotQp[RAILNET_IB_EAGER_SLOTS];
-  uint32_t resend, resendOut;
-  int closeQp, closeResend;
-  uint64_t closePos;
-  uint64_t sent, resent, repeats, copyRedos;
-  uint32_t copyRedone;                 /* receiver: bit s: slot s's NIC copy was made again once */
+  /* port failover: the QP its credit writes go on (QP 0 until it is gone); repeats dropped,
+   * NIC copies made again; bit s: slot s's NIC copy was made again once */
+  int tellQp;
+  uint64_t repeats, copyRedos;
+  uint32_t copyRedone;
 };
 
 #ifdef __cplusplus

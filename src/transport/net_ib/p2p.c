@@ -133,7 +133,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
     return ncclInvalidArgument;
   }
   if (railnetIbFoBusy(base)) return ncclSuccess; /* failing over: later */
-  if (railnetIbEagerOpen(comm->eager)) { /* the receiver may have asked to close (eager.h) */
+  if (railnetIbEagerSendOpen(comm->eager)) { /* the receiver may have asked to close (eager.h) */
     int d = -1, n = 0;
     NCCLCHECK(railnetIbEagerSendClose(comm, &d));
     if (d >= 0) return railnetIbPollDev(base, d, &n); /* its send queue is full: later */
@@ -284,7 +284,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
   }
   railnetIbFoRecvExpect(base, slot, railnetIbChunksPerMsg(base));
   int cts = 1;
-  if (railnetIbEagerOpen(comm->eager)) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
+  if (railnetIbEagerRecvOpen(comm->eager)) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
   if (cts) NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);
   comm->recvReqs[slot] = req;
   base->fifoHead++;

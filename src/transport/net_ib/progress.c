@@ -11,7 +11,7 @@ ncclResult_t railnetIbProgress(struct ncclIbNetCommBase* base, struct ncclIbRequ
   *polled = 0;
   NCCLCHECK(railnetIbDevicesCheck(base, "test"));
   if (base->fo) NCCLCHECK(railnetIbFoProgress(base));
-  struct railnetIbEager* eager = base->isSend ? NULL : ((struct ncclIbRecvComm*)base)->eager;
+  struct railnetIbEagerRecv* eager = base->isSend ? NULL : ((struct ncclIbRecvComm*)base)->eager;
   if (r->type == NCCL_NET_IB_REQ_RECV && eager) {
     NCCLCHECK(railnetIbEagerCheckLate((struct ncclIbRecvComm*)base, r));
     NCCLCHECK(railnetIbEagerProgress((struct ncclIbRecvComm*)base));

@@ -85,7 +85,8 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   for (int i = 0; i < base->vProps.ndevs; i++) /* a loopback QP may copy out of the eager ring */
     if (base->devs[i].flushQp) wrap_ibv_destroy_qp(base->devs[i].flushQp);
   /* after the QPs, which may still read or write them */
-  railnetIbEagerFree(base->isSend ? ((struct ncclIbSendComm*)base)->eager : ((struct ncclIbRecvComm*)base)->eager);
+  if (base->isSend) railnetIbEagerSendFree(((struct ncclIbSendComm*)base)->eager);
+  else railnetIbEagerRecvFree(((struct ncclIbRecvComm*)base)->eager);
   free(base->qps);
   for (int c = 0; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]);
   for (int i = 0; i < base->vProps.ndevs; i++) {
