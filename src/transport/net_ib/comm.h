@@ -31,6 +31,7 @@ extern "C" {
 #define NCCL_NET_IB_REQ_EAGER 4          /* an isend written eagerly (eager.h): done at once */
 
 struct railnetIbEagerSend;
+struct railnetIbSlots;
 struct railnetIbEagerRecv;
 struct ncclIbMrHandle;
 
@@ -120,6 +121,7 @@ struct ncclIbNetCommBase {
   uint64_t portLookNs;                 /* liveness.h: when to query the ports of the comm next */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */
+  struct railnetIbSlots* slots;        /* per-slot chunk state (slots.h); NULL: not kept */
   /* what the data path cost so far: requests completed, work requests posted (data and
    * clear-to-send writes, receives, flush reads), completions polled; INFO at close */
   struct {

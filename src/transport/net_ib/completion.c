@@ -15,6 +15,7 @@
 #include "qp.h"
 #include "socket.h"
 #include "wrid.h"
+#include "slots.h"
 
 static const char* portStateName(enum ibv_port_state st) {
   switch (st) {
@@ -134,7 +135,7 @@ static ncclResult_t sendWc(struct ncclIbSendComm* comm, int d, const struct ibv_
     return ncclSuccess;
   }
   if (railnetIbFoSendOwnWc(base, q, wc)) return ncclSuccess; /* a probe, records read or alive write */
-  if (!railnetIbFoChunkCompleted(base, q, slot, chunk)) return ncclSuccess; /* settled by the failover */
+  if (!railnetIbSlotChunkCompleted(base, q, slot, chunk)) return ncclSuccess; /* settled by the failover */
   struct ncclIbRequest* first = slot < RAILNET_IB_FIFO_SLOTS && plain ? comm->sendReqs[slot][0] : NULL;
   if (first == NULL || first->type != NCCL_NET_IB_REQ_SEND) {
     WARN("NET/IB : send comm got a completion for slot %llu without a send request (opcode %d, qp %u)",

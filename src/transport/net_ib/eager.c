@@ -20,6 +20,7 @@
 #include "qp.h"
 #include "reg.h"
 #include "socket.h"
+#include "slots.h"
 
 enum { P_EAGER_SIZE };
 static const railnetParam eagerParams[] = {
@@ -338,7 +339,7 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   /* the irecv counted a completion per QP its chunks would take (split over QPs: every QP);
    * the message is all here, the marks of the other QPs settle nothing */
   memset(r->events, 0, sizeof(r->events));
-  railnetIbFoRecvExpect(&comm->base, (int)(r->id % RAILNET_IB_FIFO_SLOTS), 0); /* nothing to replay */
+  railnetIbSlotRecvExpect(&comm->base, (int)(r->id % RAILNET_IB_FIFO_SLOTS), 0); /* nothing to replay */
   if (n && r->recv.mh->type != NCCL_PTR_HOST) return railnetIbEagerNicCopy(comm, r, s, r->recv.buf, r->recv.mh, n, d, r->id);
   if (n) memcpy(r->recv.buf, SLOT(comm->eager, s) + HDR_BYTES, n);
   return railnetIbEagerRelease(comm, r->id);

@@ -13,6 +13,7 @@
 #include "qp.h"
 #include "reg.h"
 #include "socket.h"
+#include "slots.h"
 
 /* The sender's close on QP q: its position id (the next on that QP; it takes none). */
 ncclResult_t railnetIbEagerCloseArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {
@@ -140,7 +141,7 @@ ncclResult_t railnetIbEagerResolve(struct ncclIbRecvComm* comm) {
     memset(comm->sizes[slot], 0, sizeof(comm->sizes[slot]));
     r->events[0] -= k;
     for (int c = 0; c < railnetIbChunksPerMsg(base); c++) r->events[railnetIbMsgQp(base, r->id, c)->devIndex]++;
-    railnetIbFoRecvExpect(base, slot, railnetIbChunksPerMsg(base));
+    railnetIbSlotRecvExpect(base, slot, railnetIbChunksPerMsg(base));
     for (int j = 0; j < k; j++) {
       int i = r->recv.map[j];
       struct ncclIbSendFifo* el = &comm->elems[slot][j];

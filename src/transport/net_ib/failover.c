@@ -4,6 +4,7 @@
  */
 #include <string.h>
 #include "failover.h"
+#include "slots.h"
 #include "completion.h"
 #include "debug.h"
 #include "devices.h"
@@ -116,8 +117,8 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
     struct ncclIbRequest* r = comm->recvReqs[s];
     if (r == NULL) continue;
     state.entries[state.nEntries].id = r->id;
-    state.entries[state.nEntries].missing = fo->recvMissing[s];
-    missing += fo->recvMissing[s] != 0;
+    state.entries[state.nEntries].missing = railnetIbSlotRecvMissing(base, s);
+    missing += railnetIbSlotRecvMissing(base, s) != 0;
     state.nEntries++;
   }
   NCCLCHECK(railnetIbFoSend(base, &state, "failover state"));
@@ -198,15 +199,15 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
   int replayed = 0, arrived = 0;
   for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
     struct ncclIbRequest* first = comm->sendReqs[s][0];
-    if (fo->chunkPending[s] == 0 || first == NULL) continue;
+    if (railnetIbSlotPending(base, s) == 0 || first == NULL) continue;
     uint64_t missing = 0;
     for (uint32_t e = 0; st && e < st->nEntries; e++)
       if (st->entries[e].id == first->id) missing = st->entries[e].missing;
     if (st == NULL) missing = railnetIbFoRecordsMissing(base, s, first->id);
     for (int i = 0; i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
       uint64_t bit = 1ull << i;
-      int q = fo->chunkQp[s][i];
-      if (!(fo->chunkPending[s] & bit) || !railnetIbQpGone(base, q)) continue;
+      int q = railnetIbSlotChunkQp(base, s, i);
+      if (!(railnetIbSlotPending(base, s) & bit) || !railnetIbQpGone(base, q)) continue;
       struct ncclIbQp* nq = (missing & bit) ? railnetIbQpLive(base, &base->qps[q]) : NULL;
       if ((missing & bit) && nq == NULL) return railnetIbFoFail(base);
       for (int j = 0; j < first->nreqs; j++) {
@@ -216,13 +217,10 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
         if (nq) r->events[nq->devIndex]++;
       }
       if (nq) {
-        fo->chunkQp[s][i] = (uint8_t)(nq - base->qps);
-        fo->chunkReplay[s] |= bit;
-        fo->chunkReplaying[s] &= ~bit; /* a replay lost with its QP no longer counts as in flight */
+        railnetIbSlotWriteAgain(base, s, i, (int)(nq - base->qps));
         replayed++;
       } else {
-        fo->chunkPending[s] &= ~bit;
-        fo->chunkReplay[s] &= ~bit; /* a replay still queued for it is not needed any more */
+        railnetIbSlotSettled(base, s, i);
         arrived++;
       }
     }
@@ -241,28 +239,26 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
  * (RAILNET_IB_FO_REPLAY_WINDOW chunks in flight per QP). */
 static ncclResult_t postReplays(struct ncclIbSendComm* comm) {
   struct ncclIbNetCommBase* base = &comm->base;
-  struct railnetIbFailover* fo = base->fo;
   int want = 0;
-  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) want |= fo->chunkReplay[s] != 0;
+  for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) want |= railnetIbSlotToWrite(base, s) != 0;
   if (!want) return ncclSuccess;
   uint8_t inFlight[NCCL_IB_MAX_QPS];
   memset(inFlight, 0, sizeof(inFlight));
   for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
-    uint64_t m = fo->chunkReplaying[s] & fo->chunkPending[s];
+    uint64_t m = railnetIbSlotRewriting(base, s);
     for (int i = 0; m && i < RAILNET_IB_FO_MAX_CHUNKS; i++)
-      if (m & (1ull << i)) inFlight[fo->chunkQp[s][i]]++;
+      if (m & (1ull << i)) inFlight[railnetIbSlotChunkQp(base, s, i)]++;
   }
   for (int s = 0; s < RAILNET_IB_FIFO_SLOTS; s++) {
-    for (int i = 0; fo->chunkReplay[s] && i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
+    for (int i = 0; railnetIbSlotToWrite(base, s) && i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
       uint64_t bit = 1ull << i;
-      if (!(fo->chunkReplay[s] & bit)) continue;
-      int q = fo->chunkQp[s][i];
+      if (!(railnetIbSlotToWrite(base, s) & bit)) continue;
+      int q = railnetIbSlotChunkQp(base, s, i);
       struct ncclIbQp* qp = &base->qps[q];
       if (railnetIbQpGone(base, q)) continue; /* gone since: the next answer settles it */
       if (inFlight[q] >= RAILNET_IB_FO_REPLAY_WINDOW || !railnetIbQpRoom(base, qp, comm->slotWrs[s])) continue;
-      NCCLCHECK(railnetIbPostChunk(comm, s, i, qp, fo->slotCts[s]));
-      fo->chunkReplay[s] &= ~bit;
-      fo->chunkReplaying[s] |= bit;
+      NCCLCHECK(railnetIbPostChunk(comm, s, i, qp, railnetIbSlotCts(base, s)));
+      railnetIbSlotRewritten(base, s, i);
       inFlight[q]++;
     }
   }

@@ -56,16 +56,9 @@ struct railnetIbFailover {
   char why[320];                       /* the last failure, for the INFO when it is over */
   struct railnetIbFoMsg in;            /* the message being received */
   int inOffset;
-  /* sender: per fifo slot posted, the clear-to-send entries its writes went to, the QP of
-   * each chunk, the chunks without a completion and the chunks to replay */
-  struct ncclIbSendFifo slotCts[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
-  uint8_t chunkQp[RAILNET_IB_FIFO_SLOTS][RAILNET_IB_FO_MAX_CHUNKS];
-  uint64_t chunkPending[RAILNET_IB_FIFO_SLOTS];
-  uint64_t chunkReplay[RAILNET_IB_FIFO_SLOTS];
-  uint64_t chunkReplaying[RAILNET_IB_FIFO_SLOTS]; /* ... replays posted, not completed yet */
-  /* receiver: per fifo slot, the chunks of its receive not arrived; clear-to-send rewrites
-   * not completed yet */
-  uint64_t recvMissing[RAILNET_IB_FIFO_SLOTS];
+  /* the chunks of each fifo slot (which QP, which completed, which to replay; the receiver's
+   * missing ones) are the clear-to-send path's: slots.h, kept while failover is on.
+   * Receiver: clear-to-send rewrites not completed yet */
   int ctsRewrites;                     /* rewrites posted and not completed (either way) */
   int ctsRewriteLost;                  /* ... one of them completed with an error */
   /* port recovery (recovery.c): on for this comm, its variables; per device when it failed
@@ -221,18 +214,6 @@ int railnetIbFoPeerClosed(const struct ncclIbNetCommBase* base);
 /* Sender: a successful completion of failover's own work on QP q (a path probe, the read of
  * the receiver's records, an alive write): 1 when it was one (and is accounted), else 0. */
 int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc);
-/* Sender: chunk of fifo slot completed on QP q: 1 when it counts (the first time, on a QP
- * not gone), 0 when failover settled it already. */
-int railnetIbFoChunkCompleted(struct ncclIbNetCommBase* base, int q, int slot, int chunk);
-/* Sender: the n clear-to-send entries slot's writes go to (kept for replays: use the copy). */
-const struct ncclIbSendFifo* railnetIbFoKeepCts(struct ncclIbNetCommBase* base, int slot,
-                                                const struct ncclIbSendFifo* cts, int n);
-/* Sender: chunk of slot is posted on QP q. */
-void railnetIbFoChunkPosted(struct ncclIbNetCommBase* base, int slot, int chunk, int q);
-/* Receiver: slot's receive waits for this many chunks (0: none, it came eagerly). */
-void railnetIbFoRecvExpect(struct ncclIbNetCommBase* base, int slot, int chunks);
-/* Receiver: chunk of slot arrived: 1 the first time, 0 for a replay of one counted. */
-int railnetIbFoRecvArrived(struct ncclIbNetCommBase* base, int slot, int chunk);
 /* Receiver: a rewritten clear-to-send entry was posted / completed. */
 void railnetIbFoCtsRewritePosted(struct ncclIbNetCommBase* base);
 void railnetIbFoCtsRewriteDone(struct ncclIbNetCommBase* base);

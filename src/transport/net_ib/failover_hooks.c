@@ -35,48 +35,6 @@ int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv
   }
 }
 
-int railnetIbFoChunkCompleted(struct ncclIbNetCommBase* base, int q, int slot, int chunk) {
-  struct railnetIbFailover* fo = base->fo;
-  if (fo == NULL) return 1;
-  /* a gone QP's completions are settled by the failover exchange; a chunk already settled (it
-   * was replayed, or the receiver had it) is not counted twice */
-  if (q < 0 || railnetIbQpGone(base, q) || slot >= RAILNET_IB_FIFO_SLOTS || chunk >= RAILNET_IB_FO_MAX_CHUNKS) return 0;
-  if (!(fo->chunkPending[slot] & (1ull << chunk))) return 0;
-  fo->chunkPending[slot] &= ~(1ull << chunk);
-  fo->chunkReplaying[slot] &= ~(1ull << chunk); /* a paced replay is done: the next may go */
-  return 1;
-}
-
-const struct ncclIbSendFifo* railnetIbFoKeepCts(struct ncclIbNetCommBase* base, int slot,
-                                                const struct ncclIbSendFifo* cts, int n) {
-  struct railnetIbFailover* fo = base->fo;
-  if (fo == NULL) return cts;
-  memcpy(fo->slotCts[slot], cts, (size_t)n * sizeof(cts[0])); /* a replay writes to the same entries */
-  return fo->slotCts[slot];
-}
-
-void railnetIbFoChunkPosted(struct ncclIbNetCommBase* base, int slot, int chunk, int q) {
-  struct railnetIbFailover* fo = base->fo;
-  if (fo == NULL) return;
-  fo->chunkQp[slot][chunk] = (uint8_t)q;
-  fo->chunkPending[slot] |= 1ull << chunk;
-  fo->chunkReplaying[slot] &= ~(1ull << chunk);
-  fo->chunkReplay[slot] &= ~(1ull << chunk);
-}
-
-void railnetIbFoRecvExpect(struct ncclIbNetCommBase* base, int slot, int chunks) {
-  if (base->fo == NULL) return;
-  base->fo->recvMissing[slot] = chunks ? ~0ull >> (64 - chunks) : 0;
-}
-
-int railnetIbFoRecvArrived(struct ncclIbNetCommBase* base, int slot, int chunk) {
-  struct railnetIbFailover* fo = base->fo;
-  if (fo == NULL) return 1;
-  if (!(fo->recvMissing[slot] & (1ull << chunk))) return 0; /* arrived before */
-  fo->recvMissing[slot] &= ~(1ull << chunk);
-  return 1;
-}
-
 void railnetIbFoCtsRewritePosted(struct ncclIbNetCommBase* base) {
   if (base->fo) base->fo->ctsRewrites++;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "failover.h"
+#include "slots.h"
 #include "debug.h"
 #include "devices.h"
 #include "eager.h"
@@ -31,6 +32,7 @@ ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, cons
     return ncclSuccess;
   }
   NCCLCHECK(RAILNET_CALLOC(&base->fo, 1, "IB port failover state"));
+  NCCLCHECK(railnetIbSlotsSetup(base)); /* replays come from the chunks' state */
   base->fo->maxAttempts = railnetIbParamFailoverMaxAttempts();
   base->fo->probeDelayMs = railnetIbParamFailoverProbeDelay();
   base->fo->recovery = railnetIbParamPortRecovery();
@@ -47,6 +49,7 @@ void railnetIbFoSetClient(struct ncclIbNetCommBase* base, const struct railnetIb
 
 void railnetIbFoFree(struct ncclIbNetCommBase* base) {
   struct railnetIbFailover* fo = base->fo;
+  railnetIbSlotsFree(base);
   if (fo == NULL) return;
   for (int q = 0; q < NCCL_IB_MAX_QPS; q++)
     if (fo->newQps[q]) wrap_ibv_destroy_qp(fo->newQps[q]);

@@ -15,6 +15,7 @@
 #include "param.h"
 #include "qp.h"
 #include "resiliency.h"
+#include "slots.h"
 
 enum { P_MATCHING_SCHEME, P_PREPOST };
 static const railnetParam matchingParams[] = {
@@ -105,7 +106,7 @@ static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv
   }
   if (!railnetIbQpGone(base, q)) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
   *req = NULL;
-  if (!railnetIbFoRecvArrived(base, slot, chunk)) return ncclSuccess; /* arrived before */
+  if (!railnetIbSlotRecvArrived(base, slot, chunk)) return ncclSuccess; /* arrived before */
   *evDev = railnetIbMsgQp(base, r->id, chunk)->devIndex;
   *req = r;
   return ncclSuccess;

@@ -30,6 +30,7 @@
 #include "reg.h"
 #include "wire.h"
 #include "prof.h"
+#include "slots.h"
 
 
 /* A free request (*index: its number, what a flush's wr_id carries); the requests come in
@@ -76,7 +77,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
   volatile struct ncclIbSendFifo* slots = comm->fifo[slot];
   int nreqs = comm->ctsCount;
   const struct ncclIbSendFifo* rem = comm->cts;
-  rem = railnetIbFoKeepCts(base, slot, rem, nreqs); /* failover: a replay writes to the same entries */
+  rem = railnetIbSlotKeepCts(base, slot, rem, nreqs); /* failover: a replay writes to the same entries */
   /* the slot may be written again for position fifoHead + RAILNET_IB_FIFO_SLOTS */
   for (int r = 0; r < nreqs; r++) slots[r].idx = 0;
   comm->ctsCount = 0;
@@ -92,7 +93,7 @@ static ncclResult_t multiSend(struct ncclIbSendComm* comm, int slot) {
     }
     for (int j = 0; j < nreqs; j++)
       if (reqs[j]) reqs[j]->events[qp->devIndex]++;
-    railnetIbFoChunkPosted(base, slot, i, (int)(qp - base->qps));
+    railnetIbSlotChunkPosted(base, slot, i, (int)(qp - base->qps));
     NCCLCHECK(railnetIbPostChunk(comm, slot, i, qp, rem));
   }
   return ncclSuccess;
@@ -282,7 +283,7 @@ ncclResult_t ncclIbIrecv(void* recvComm, int n, void** data, size_t* sizes, int*
     elems[i].tag = (uint32_t)tags[i];
     elems[i].idx = base->fifoHead + 1;
   }
-  railnetIbFoRecvExpect(base, slot, railnetIbChunksPerMsg(base));
+  railnetIbSlotRecvExpect(base, slot, railnetIbChunksPerMsg(base));
   int cts = 1;
   if (railnetIbEagerRecvOpen(comm->eager)) NCCLCHECKGOTO(railnetIbEagerRecvPosted(comm, req, data[0], sizes[0], (struct ncclIbMrHandle*)mhandles[0], &cts), res, fail);
   if (cts) NCCLCHECKGOTO(railnetIbPostCts(comm, req, slot, 0), res, fail);
