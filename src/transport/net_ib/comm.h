@@ -114,6 +114,8 @@ struct ncclIbNetCommBase {
   uint32_t maxInline;                  /* what the QPs were granted */
   int qpTc, qpSl;                      /* traffic class and service level of the data QPs */
   int failed;                          /* an error completion was seen (railnetIbCommFail below) */
+  int sockClosed;                      /* the peer closed the comm's socket (failover_msg.c reads it
+                                          under failover; liveness.c looks at it) */
   uint32_t clockCalls;                 /* liveness.h: data path calls since the clock was last read */
   uint64_t peerLookNs;                 /* liveness.h: when to look at the peer's socket next */
   uint64_t peerGoneNs;                 /* ... when it was first seen closed (0: it was not) */

@@ -160,7 +160,7 @@ static ncclResult_t recvWc(struct ncclIbRecvComm* comm, int d, const struct ibv_
   switch (wc->opcode) {
     case IBV_WC_RDMA_WRITE: /* a signaled clear-to-send write, or an eager message's NIC copy */
       if (railnetIbWrIdIsEagerCopy(wc->wr_id)) return railnetIbEagerCopied(comm, d, wc);
-      if (railnetIbWrIdIsCtsRewrite(wc->wr_id)) railnetIbFoCtsRewriteDone(base);
+      if (railnetIbWrIdIsCtsRewrite(wc->wr_id)) railnetIbSlotCtsRewrite(base, -1);
       return ncclSuccess;
     case IBV_WC_RDMA_READ: { /* flush */
       struct ncclIbRequest* r = requestAt(base, wc->wr_id);

@@ -108,7 +108,10 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
     if (!(e->resend & bit)) continue;
     uint64_t pos = e->slotPos[s] - 1;
     struct ncclIbQp* qp = railnetIbEagerQp(base, pos);
-    if (qp == NULL) return railnetIbFoFail(base);
+    if (qp == NULL) {
+      railnetIbCommFail(base); /* no QP left: the failover that took the last one said why */
+      return ncclRemoteError;
+    }
     if (!railnetIbQpRoom(base, qp, 1)) continue; /* at the next step */
     uint8_t* slot = SLOT(e, s); /* still holds it: the slot is written anew only once it was delivered */
     struct railnetIbEagerHdr hdr;
@@ -128,7 +131,10 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
   }
   if (e->closeResend) {
     struct ncclIbQp* qp = railnetIbEagerQp(base, e->closePos);
-    if (qp == NULL) return railnetIbFoFail(base);
+    if (qp == NULL) {
+      railnetIbCommFail(base); /* no QP left: the failover that took the last one said why */
+      return ncclRemoteError;
+    }
     if (!railnetIbQpRoom(base, qp, 1)) return ncclSuccess;
     NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, e->closePos, NULL,
                                       railnetIbEagerImm(e, e->closePos, RAILNET_IB_EAGER_CLOSE), 0));

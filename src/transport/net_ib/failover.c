@@ -95,13 +95,13 @@ static ncclResult_t answerQuery(struct ncclIbRecvComm* comm, const struct railne
       if (railnetIbPostCts(comm, r, s, 1) != ncclSuccess) return railnetIbFoFail(base);
       rewrites++;
     }
-    while (fo->ctsRewrites > 0) {
+    while (railnetIbSlotCtsRewrites(base) > 0) {
       NCCLCHECK(drain(base));
       if (base->failed) return ncclRemoteError;
       if (railnetClockNs() > deadline) {
         WARN("NET/IB : port failover: %d clear-to-send entries rewritten to %s did not land within %.0f s (twice the "
              "QPs' retry time + 5 s): the comm's other devices failed too; the comm fails",
-             fo->ctsRewrites, railnetIbPeerStr(base, peer), bound / 1e9);
+             railnetIbSlotCtsRewrites(base), railnetIbPeerStr(base, peer), bound / 1e9);
         return railnetIbFoFail(base);
       }
     }
@@ -293,7 +293,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     fo->readNs = now + (delay < SETTLE_NS ? SETTLE_NS - delay : 0);
   }
   if (fo->state == RAILNET_IB_FO_WAIT && railnetIbFoRecordsOn(base)) NCCLCHECK(readStep(comm));
-  if (fo->state == RAILNET_IB_FO_WAIT && fo->sockClosed) {
+  if (fo->state == RAILNET_IB_FO_WAIT && base->sockClosed) {
     WARN("NET/IB : port failover: %s closed its connection before it answered the failover query: its process "
          "exited or its comm failed (look at its log); the comm fails", railnetIbPeerStr(base, peer));
     return railnetIbFoFail(base);

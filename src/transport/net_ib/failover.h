@@ -52,7 +52,6 @@ struct railnetIbFailover {
   int state;                           /* sender: RAILNET_IB_FO_* */
   uint64_t stateNs;                    /* DELAY: when the query goes out; WAIT: its deadline */
   uint64_t nextLookNs;                 /* when to look at the socket for the peer's message next */
-  int sockClosed;                      /* the peer closed the socket (it closed its comm) */
   char why[320];                       /* the last failure, for the INFO when it is over */
   struct railnetIbFoMsg in;            /* the message being received */
   int inOffset;
@@ -149,7 +148,7 @@ ncclResult_t railnetIbFoSend(struct ncclIbNetCommBase* base, struct railnetIbFoM
 /* Marks the comm failed: ncclRemoteError (the caller has said why). */
 ncclResult_t railnetIbFoFail(struct ncclIbNetCommBase* base);
 /* Receives what the peer sent, without blocking; *got: a whole, checked message in fo->in
- * (a broken one fails the comm). A closed socket sets fo->sockClosed. */
+ * (a broken one fails the comm). A closed socket sets base->sockClosed. */
 ncclResult_t railnetIbFoLook(struct ncclIbNetCommBase* base, int* got);
 
 /* ---- recovery.c: port recovery, driven by failover.c */
@@ -209,14 +208,9 @@ int railnetIbFoBusy(struct ncclIbNetCommBase* base);
 /* ---- failover_hooks.c: the data path's hooks (each a no-op without failover) */
 /* QP q is gone (0 without failover, or for q < 0). */
 int railnetIbFoQpGone(const struct ncclIbNetCommBase* base, int q);
-/* The peer closed the comm's socket (failover_msg.c reads it, and so sees the end). */
-int railnetIbFoPeerClosed(const struct ncclIbNetCommBase* base);
 /* Sender: a successful completion of failover's own work on QP q (a path probe, the read of
  * the receiver's records, an alive write): 1 when it was one (and is accounted), else 0. */
 int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc);
-/* Receiver: a rewritten clear-to-send entry was posted / completed. */
-void railnetIbFoCtsRewritePosted(struct ncclIbNetCommBase* base);
-void railnetIbFoCtsRewriteDone(struct ncclIbNetCommBase* base);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,6 @@
 #include "qp.h"
 #include "wrid.h"
 
-int railnetIbFoPeerClosed(const struct ncclIbNetCommBase* base) { return base->fo != NULL && base->fo->sockClosed; }
-
 int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc) {
   struct railnetIbFailover* fo = base->fo;
   if (fo == NULL) return 0;
@@ -35,10 +33,3 @@ int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv
   }
 }
 
-void railnetIbFoCtsRewritePosted(struct ncclIbNetCommBase* base) {
-  if (base->fo) base->fo->ctsRewrites++;
-}
-
-void railnetIbFoCtsRewriteDone(struct ncclIbNetCommBase* base) {
-  if (base->fo) base->fo->ctsRewrites--;
-}

@@ -27,27 +27,27 @@ ncclResult_t railnetIbFoSend(struct ncclIbNetCommBase* base, struct railnetIbFoM
   if (m->type <= RAILNET_IB_FO_STATE) putDead(base, m);
   int offset = 0, closed = 0;
   uint64_t deadline = railnetClockNs() + SEND_TIMEOUT_NS;
-  while (offset < (int)sizeof(*m) && !base->fo->sockClosed) {
+  while (offset < (int)sizeof(*m) && !base->sockClosed) {
     ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, m, (int)sizeof(*m), &offset, &closed);
-    if (r != ncclSuccess || closed) base->fo->sockClosed = 1;
+    if (r != ncclSuccess || closed) base->sockClosed = 1;
     if (railnetClockNs() > deadline) break;
   }
   if (offset == (int)sizeof(*m)) return ncclSuccess;
   WARN("NET/IB : port failover: could not send the %s to %s over the comm's socket (%s): the peer process died or "
        "closed its comm, or the network of NCCL_SOCKET_IFNAME is down too; the comm fails",
-       what, railnetIbPeerStr(base, peer), base->fo->sockClosed ? "closed" : "timed out");
+       what, railnetIbPeerStr(base, peer), base->sockClosed ? "closed" : "timed out");
   return railnetIbFoFail(base);
 }
 
 ncclResult_t railnetIbFoLook(struct ncclIbNetCommBase* base, int* got) {
   struct railnetIbFailover* fo = base->fo;
   *got = 0;
-  if (fo->sockClosed) return ncclSuccess;
+  if (base->sockClosed) return ncclSuccess;
   int closed = 0;
   ncclResult_t r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &fo->in, (int)sizeof(fo->in), &fo->inOffset,
                                       &closed);
   if (r != ncclSuccess || closed) {
-    fo->sockClosed = 1; /* the peer closed its comm: nothing more will come */
+    base->sockClosed = 1; /* the peer closed its comm: nothing more will come */
     return ncclSuccess;
   }
   if (fo->inOffset < (int)sizeof(fo->in)) return ncclSuccess;

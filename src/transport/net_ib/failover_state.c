@@ -177,7 +177,7 @@ int railnetIbFoTakeError(struct ncclIbNetCommBase* base, int d, int q, const str
     return takeDevice(base, pd, cause);
   }
   if (!base->isSend && railnetIbWrIdIsCtsRewrite(wc->wr_id)) {
-    fo->ctsRewrites--; /* a rewritten clear-to-send that did not land: answerQuery writes it again */
+    railnetIbSlotCtsRewrite(base, -1); /* a rewritten clear-to-send that did not land: answerQuery writes it again */
     fo->ctsRewriteLost = 1;
   }
   if (q >= 0 && railnetIbQpGone(base, q)) return 1; /* the flushes of a QP already gone */

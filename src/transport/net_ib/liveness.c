@@ -23,7 +23,7 @@ ncclResult_t railnetIbPeerCheck(struct ncclIbNetCommBase* base, const char* duri
   base->peerLookNs = now + RAILNET_IB_PEER_LOOK_MS * 1000000ull;
   /* with failover its messages are read off the socket by failover_msg.c, which sees the end */
   int err = 0;
-  int gone = railnetIbFoPeerClosed(base) || railnetSocketPeerGone(&base->sock, &err);
+  int gone = base->sockClosed || railnetSocketPeerGone(&base->sock, &err);
   if (!gone) return ncclSuccess;
   if (base->peerGoneNs == 0) base->peerGoneNs = now;
   if (err) base->peerErr = err; /* the next look reads an end of stream: keep why it ended */

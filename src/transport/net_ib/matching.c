@@ -52,19 +52,6 @@ void railnetIbMatchingReport(void) {
          railnetIbParamOooRq() ? "NCCL_IB_OOO_RQ=1" : "NCCL_IB_RESILIENCY_PORT_FAILOVER=1");
 }
 
-static ncclResult_t postOneRecv(struct ncclIbNetCommBase* base, struct ibv_qp* qp) {
-  struct ibv_recv_wr wr, *bad = NULL;
-  base->work.wrs++;
-  memset(&wr, 0, sizeof(wr));
-  wr.wr_id = railnetIbWrIdPreposted();
-  return wrap_ibv_post_recv(qp, &wr, &bad);
-}
-
-ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n) {
-  for (int i = 0; i < n; i++) NCCLCHECK(postOneRecv(base, qp));
-  return ncclSuccess;
-}
-
 ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbConnectionMetadata* meta,
                                     const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
@@ -74,7 +61,7 @@ ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbCo
   int per = base->splitDataOnQps ? base->nqps : 1;
   for (int q = 0; q < base->nqps; q++) {
     comm->qpNextId[q] = per == 1 ? (uint64_t)q : 0;
-    for (int i = 0; comm->prepost && i < RAILNET_IB_FIFO_SLOTS; i++) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
+    if (comm->prepost) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
   }
   INFO(NCCL_NET, "NET/IB: receive comm with %s: completions matched by %s, receive work requests %s", peer,
        base->matchById ? "ID" : "index", comm->prepost ? "pre-posted" : "posted on demand");
@@ -104,7 +91,7 @@ static ncclResult_t foMatch(struct ncclIbRecvComm* comm, int q, const struct ibv
          ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, want, chunk);
     return ncclRemoteError;
   }
-  if (!railnetIbQpGone(base, q)) NCCLCHECK(postOneRecv(base, base->qps[q].qp));
+  if (!railnetIbQpGone(base, q)) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, 1));
   *req = NULL;
   if (!railnetIbSlotRecvArrived(base, slot, chunk)) return ncclSuccess; /* arrived before */
   *evDev = railnetIbMsgQp(base, r->id, chunk)->devIndex;
@@ -150,7 +137,7 @@ ncclResult_t railnetIbRecvMatch(struct ncclIbRecvComm* comm, int d, const struct
   }
   if (comm->prepost) {
     comm->qpNextId[q] += base->splitDataOnQps ? 1 : (uint64_t)base->nqps;
-    NCCLCHECK(postOneRecv(base, base->qps[q].qp));
+    NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, 1));
   }
   *req = r;
   return ncclSuccess;

@@ -38,8 +38,6 @@ ncclResult_t railnetIbRecvModeSetup(struct ncclIbRecvComm* comm, struct ncclIbCo
                                     const char* peer);
 struct ibv_qp;
 struct ncclIbNetCommBase;
-/* n pre-posted receive work requests on qp of base (port recovery's new QPs). */
-ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n);
 /* Sender: the receiver's scheme from its metadata. */
 void railnetIbSendModeSetup(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote);
 /* The receive request a data completion (RECV_RDMA_WITH_IMM on device d) belongs to: by the

@@ -11,6 +11,7 @@
 #include "prof.h"
 #include "qp.h"
 #include "wrid.h"
+#include "slots.h"
 
 #define IB_WRITE_CHUNK_ALIGNMENT 128
 #define DIVUP(x, y) (((x) + (y)-1) / (y))
@@ -131,6 +132,19 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   struct ibv_send_wr* bad = NULL;
   NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
   base->work.wrs++;
-  if (rewrite) railnetIbFoCtsRewritePosted(base);
+  if (rewrite) railnetIbSlotCtsRewrite(base, 1);
+  return ncclSuccess;
+}
+
+static ncclResult_t postOneRecv(struct ncclIbNetCommBase* base, struct ibv_qp* qp) {
+  struct ibv_recv_wr wr, *bad = NULL;
+  base->work.wrs++;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = railnetIbWrIdPreposted();
+  return wrap_ibv_post_recv(qp, &wr, &bad);
+}
+
+ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n) {
+  for (int i = 0; i < n; i++) NCCLCHECK(postOneRecv(base, qp));
   return ncclSuccess;
 }

@@ -27,6 +27,10 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
  * fifo; rewrite: failover's second copy (signaled, counted in fo->ctsRewrites). */
 ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int slot, int rewrite);
 
+/* n pre-posted receive work requests (no buffer: the data comes by RDMA write with immediate)
+ * on qp of base: kept posted (matching.c, eager), and on port recovery's new QPs. */
+ncclResult_t railnetIbPostRecvs(struct ncclIbNetCommBase* base, struct ibv_qp* qp, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@
 #include "devices.h"
 #include "ibvwrap.h"
 #include "matching.h"
+#include "post.h"
 #include "qp.h"
 #include "socket.h"
 

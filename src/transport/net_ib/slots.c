@@ -15,6 +15,7 @@ struct railnetIbSlots {
   uint64_t rewriting[RAILNET_IB_FIFO_SLOTS];
   /* receiver */
   uint64_t missing[RAILNET_IB_FIFO_SLOTS];
+  int ctsRewrites;                     /* rewritten clear-to-send entries posted, not completed */
 };
 
 ncclResult_t railnetIbSlotsSetup(struct ncclIbNetCommBase* base) {
@@ -117,3 +118,9 @@ int railnetIbSlotRecvArrived(struct ncclIbNetCommBase* base, int slot, int chunk
 uint64_t railnetIbSlotRecvMissing(const struct ncclIbNetCommBase* base, int slot) {
   return base->slots ? base->slots->missing[slot] : 0;
 }
+
+void railnetIbSlotCtsRewrite(struct ncclIbNetCommBase* base, int delta) {
+  if (base->slots) base->slots->ctsRewrites += delta;
+}
+
+int railnetIbSlotCtsRewrites(const struct ncclIbNetCommBase* base) { return base->slots ? base->slots->ctsRewrites : 0; }

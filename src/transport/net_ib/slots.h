@@ -46,6 +46,9 @@ uint64_t railnetIbSlotRewriting(const struct ncclIbNetCommBase* base, int slot);
 void railnetIbSlotRewritten(struct ncclIbNetCommBase* base, int slot, int chunk);
 
 /* ---- receiver */
+/* A rewritten clear-to-send entry was posted (+1) / completed or lost (-1); how many are out. */
+void railnetIbSlotCtsRewrite(struct ncclIbNetCommBase* base, int delta);
+int railnetIbSlotCtsRewrites(const struct ncclIbNetCommBase* base);
 /* Slot's receive waits for this many chunks (0: none, it came eagerly). */
 void railnetIbSlotRecvExpect(struct ncclIbNetCommBase* base, int slot, int chunks);
 /* Chunk of slot arrived: 1 the first time, 0 for a repeat of one counted. */
