@@ -32,6 +32,7 @@ extern "C" {
 
 struct railnetIbEagerSend;
 struct railnetIbSlots;
+struct railnetIbRecords;
 struct railnetIbEagerRecv;
 struct ncclIbMrHandle;
 
@@ -124,6 +125,7 @@ struct ncclIbNetCommBase {
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
   struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */
   struct railnetIbSlots* slots;        /* per-slot chunk state (slots.h); NULL: not kept */
+  struct railnetIbRecords* recs;       /* completion records (records.h); NULL: none */
   /* what the data path cost so far: requests completed, work requests posted (data and
    * clear-to-send writes, receives, flush reads), completions polled; INFO at close */
   struct {

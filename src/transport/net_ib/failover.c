@@ -4,6 +4,7 @@
  */
 #include <string.h>
 #include "failover.h"
+#include "records.h"
 #include "slots.h"
 #include "completion.h"
 #include "debug.h"
@@ -172,6 +173,19 @@ static ncclResult_t recvProgress(struct ncclIbRecvComm* comm) {
 
 static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* st);
 
+/* The read of every record on a QP not gone with room (none has room now: at the next step). */
+static ncclResult_t postRead(struct ncclIbNetCommBase* base, struct railnetIbFailover* fo) {
+  ncclResult_t res;
+  int q = railnetIbRecordsRead(base, fo->readRound + 1, &res);
+  NCCLCHECK(res);
+  if (q < 0) return ncclSuccess;
+  fo->readRound++;
+  fo->readsOut++;
+  fo->readState = RAILNET_IB_FO_READ_POSTED;
+  fo->readQp = q;
+  return ncclSuccess;
+}
+
 /* While a query waits: the read of the receiver's completion records (records.c) settles it
  * without the receiver's CPU; a read lost with its QP is made again on another. */
 static ncclResult_t readStep(struct ncclIbSendComm* comm) {
@@ -179,7 +193,7 @@ static ncclResult_t readStep(struct ncclIbSendComm* comm) {
   struct railnetIbFailover* fo = base->fo;
   if (fo->readState == RAILNET_IB_FO_READ_POSTED && railnetIbQpGone(base, fo->readQp)) fo->readState = RAILNET_IB_FO_READ_NONE;
   if (fo->readState == RAILNET_IB_FO_READ_NONE && fo->readsOut == 0 && railnetClockNs() >= fo->readNs)
-    NCCLCHECK(railnetIbFoRecordsRead(base));
+    NCCLCHECK(postRead(base, fo));
   if (fo->readState == RAILNET_IB_FO_READ_POSTED) {
     int n = 0;
     NCCLCHECK(railnetIbPollDev(base, base->qps[fo->readQp].devIndex, &n));
@@ -203,7 +217,7 @@ static ncclResult_t applyState(struct ncclIbSendComm* comm, const struct railnet
     uint64_t missing = 0;
     for (uint32_t e = 0; st && e < st->nEntries; e++)
       if (st->entries[e].id == first->id) missing = st->entries[e].missing;
-    if (st == NULL) missing = railnetIbFoRecordsMissing(base, s, first->id);
+    if (st == NULL) missing = railnetIbRecordsMissing(base, s, first->id);
     for (int i = 0; i < RAILNET_IB_FO_MAX_CHUNKS; i++) {
       uint64_t bit = 1ull << i;
       int q = railnetIbSlotChunkQp(base, s, i);
@@ -292,7 +306,7 @@ static ncclResult_t sendStep(struct ncclIbSendComm* comm, uint64_t now) {
     uint64_t delay = (uint64_t)fo->probeDelayMs * 1000000ull;
     fo->readNs = now + (delay < SETTLE_NS ? SETTLE_NS - delay : 0);
   }
-  if (fo->state == RAILNET_IB_FO_WAIT && railnetIbFoRecordsOn(base)) NCCLCHECK(readStep(comm));
+  if (fo->state == RAILNET_IB_FO_WAIT && railnetIbRecordsOn(base)) NCCLCHECK(readStep(comm));
   if (fo->state == RAILNET_IB_FO_WAIT && base->sockClosed) {
     WARN("NET/IB : port failover: %s closed its connection before it answered the failover query: its process "
          "exited or its comm failed (look at its log); the comm fails", railnetIbPeerStr(base, peer));
@@ -330,7 +344,7 @@ static ncclResult_t sendProgress(struct ncclIbSendComm* comm) {
       } else if (fo->in.type == RAILNET_IB_FO_RECOVER_ACK || fo->in.type == RAILNET_IB_FO_RECOVER_NACK) {
         struct railnetIbFoMsg m = fo->in;
         NCCLCHECK(railnetIbRecoveryAnswer(comm, &m));
-      } else if (fo->in.type == RAILNET_IB_FO_STATE && railnetIbFoRecordsOn(base) &&
+      } else if (fo->in.type == RAILNET_IB_FO_STATE && railnetIbRecordsOn(base) &&
                  (fo->state != RAILNET_IB_FO_WAIT || fo->in.fifoHead != fo->queryRound)) {
         /* the answer to a query its completion records settled already */
         NCCLCHECK(peerFailure(base, takeDead(base, &fo->in)));

@@ -81,12 +81,8 @@ struct railnetIbFailover {
   uint8_t probeInFlight[NCCL_IB_MAX_DEVS_PER_NIC];
   uint8_t probeFailed[NCCL_IB_MAX_DEVS_PER_NIC];
   uint64_t probeNs;
-  /* completion records (records.c): this side's buffer and its registrations; sender: where
-   * the receiver's are (recRemAddr 0: the peer has none), the read under way (READ_* state,
-   * the QP it went on, its round) */
-  struct railnetIbFoRecords* recs;
-  uint64_t recRemAddr;
-  uint32_t recRemRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  /* completion records (records.h): the read under way (READ_* state, the QP it went on, its
+   * round) */
   int readState, readQp, readsOut;     /* ... reads posted and not completed (either way) */
   uint32_t readRound;
   uint64_t readNs;                     /* no read before (the gone QPs' last packets had time to land) */
@@ -94,12 +90,6 @@ struct railnetIbFailover {
   uint64_t queryRound;                 /* sender: queries sent (a query carries its number, the answer echoes it) */
 };
 
-/* What a chunk's last write stores in the receiver's records, and what a read brings back. */
-struct railnetIbFoRecords {
-  uint64_t rec[RAILNET_IB_FIFO_SLOTS][RAILNET_IB_FO_MAX_CHUNKS]; /* receiver: the records; sender: the last read */
-  uint64_t src[RAILNET_IB_FIFO_SLOTS]; /* sender: what slot s's chunks write (its message's fifo position + 1) */
-  struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
-};
 enum { RAILNET_IB_FO_READ_NONE = 0, RAILNET_IB_FO_READ_POSTED, RAILNET_IB_FO_READ_DONE };
 
 /* Replays are paced: at most this many replayed chunks in flight per QP (the next one is
@@ -160,26 +150,6 @@ ncclResult_t railnetIbRecoverySendStep(struct ncclIbSendComm* comm, uint64_t now
 ncclResult_t railnetIbRecoveryAnswer(struct ncclIbSendComm* comm, const struct railnetIbFoMsg* m);
 /* Receiver: a REQUEST (new QPs connected to the sender's, or NACK) or DONE (they are used). */
 ncclResult_t railnetIbRecoveryRecv(struct ncclIbRecvComm* comm, const struct railnetIbFoMsg* m);
-
-/* ---- records.c: the receiver's completion records, read one-sidedly by the sender */
-/* Receiver of a failover comm: registers its records on each device and names them in meta
- * (RAILNET_IB_FLAG_FO_RECORDS). Sender: takes the receiver's records from its metadata (none
- * from an older peer) and registers its own read buffer. */
-ncclResult_t railnetIbFoRecordsRecvSetup(struct ncclIbNetCommBase* base, struct ncclIbConnectionMetadata* meta);
-ncclResult_t railnetIbFoRecordsSendSetup(struct ncclIbNetCommBase* base, const struct ncclIbConnectionMetadata* rem);
-void railnetIbFoRecordsFree(struct railnetIbFailover* fo);
-/* Sender: whether its chunks end with a record write (the receiver has records). */
-int railnetIbFoRecordsOn(struct ncclIbNetCommBase* base);
-/* Sender: fills wr/sge with chunk i of slot s's record write (fifo position id + 1) on qp;
- * the caller makes it the write with immediate, the last of the chunk. */
-void railnetIbFoRecordWr(struct ncclIbNetCommBase* base, int s, int i, uint64_t id, struct ncclIbQp* qp,
-                         struct ibv_send_wr* wr, struct ibv_sge* sge);
-/* Sender: posts the read of every record on a QP not gone (RAILNET_IB_FO_READ_POSTED); does
- * nothing when none has room now. */
-ncclResult_t railnetIbFoRecordsRead(struct ncclIbNetCommBase* base);
-/* Sender, after a read: the chunks of the message at fifo position id (slot s) whose record
- * does not say they arrived. */
-uint64_t railnetIbFoRecordsMissing(struct ncclIbNetCommBase* base, int s, uint64_t id);
 
 /* ---- probe.c: path probes, driven by failover.c */
 /* Sender: sets the probes up (PROBE_REQ) once, then posts one empty RDMA write per device in

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "failover.h"
+#include "records.h"
 #include "slots.h"
 #include "debug.h"
 #include "devices.h"
@@ -56,7 +57,7 @@ void railnetIbFoFree(struct ncclIbNetCommBase* base) {
   for (int i = 0; i < fo->nReplaced; i++) wrap_ibv_destroy_qp(fo->replaced[i]);
   for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
     if (fo->probeQps[d]) wrap_ibv_destroy_qp(fo->probeQps[d]);
-  railnetIbFoRecordsFree(fo);
+  railnetIbRecordsFree(base);
   free(fo);
   base->fo = NULL;
 }

@@ -31,6 +31,7 @@
 #include "wire.h"
 #include "prof.h"
 #include "slots.h"
+#include "records.h"
 
 
 /* A free request (*index: its number, what a flush's wr_id carries); the requests come in
@@ -107,7 +108,7 @@ static int slotFits(struct ncclIbSendComm* comm, int nreqs, size_t lastSize, int
   size_t size0 = nreqs == 1 ? lastSize : 0;
   /* as multiSend decides: a sizes record (a multi-receive, or matching by id) or adaptive routing */
   *wrs = nreqs + (nreqs > 1 || base->matchById || (comm->ar && (int64_t)size0 > ncclIbArThreshold)) +
-         railnetIbFoRecordsOn(base);
+         railnetIbRecordsOn(base);
   for (int i = 0; i < railnetIbChunksPerMsg(base); i++) {
     struct ncclIbQp* qp = railnetIbChunkQp(base, base->fifoHead, i);
     if (qp == NULL || !railnetIbQpRoom(base, qp, *wrs)) return 0;

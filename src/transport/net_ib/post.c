@@ -12,6 +12,7 @@
 #include "qp.h"
 #include "wrid.h"
 #include "slots.h"
+#include "records.h"
 
 #define IB_WRITE_CHUNK_ALIGNMENT 128
 #define DIVUP(x, y) (((x) + (y)-1) / (y))
@@ -77,10 +78,10 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
       last->wr.rdma.rkey = rem[0].rkeys[qp->remDevIndex];
     }
   }
-  if (railnetIbFoRecordsOn(base)) { /* failover.h: the chunk's completion record comes last */
+  if (railnetIbRecordsOn(base)) { /* records.h: the chunk's completion record comes last */
     last->next = &wrs[nwrs];
     last = &wrs[nwrs];
-    railnetIbFoRecordWr(base, slot, i, reqs[0]->id, qp, last, &sges[nwrs]);
+    railnetIbRecordWr(base, slot, i, reqs[0]->id, qp, last, &sges[nwrs]);
     nwrs++;
   }
   last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;

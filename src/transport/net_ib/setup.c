@@ -22,6 +22,7 @@
 #include "prof.h"
 #include "qp.h"
 #include "reg.h"
+#include "records.h"
 
 enum { P_SL, P_TC, P_FIFO_TC, P_QPS_PER_CONN, P_USE_INLINE, P_ECE, P_SPLIT, P_GDR_FLUSH_DISABLE };
 static const railnetParam setupParams[] = {
@@ -232,7 +233,7 @@ static ncclResult_t negotiateSend(struct ncclIbSendComm* comm, const struct nccl
                                   const char* peer) {
   railnetIbSendModeSetup(comm, remote);
   NCCLCHECK(railnetIbFoSetup(&comm->base, (remote->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
-  NCCLCHECK(railnetIbFoRecordsSendSetup(&comm->base, remote));
+  NCCLCHECK(railnetIbRecordsSendSetup(&comm->base, remote));
   return railnetIbEagerSendConnect(comm, remote, peer);
 }
 
@@ -242,7 +243,7 @@ static ncclResult_t negotiateRecv(struct ncclIbRecvComm* comm, const struct nccl
   NCCLCHECK(railnetIbRecvModeSetup(comm, meta, peer));
   NCCLCHECK(railnetIbFoSetup(base, (rem->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
   if (base->fo) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
-  NCCLCHECK(railnetIbFoRecordsRecvSetup(base, meta));
+  NCCLCHECK(railnetIbRecordsRecvSetup(base, meta));
   return railnetIbEagerRecvSetup(comm, rem, meta, peer);
 }
 
