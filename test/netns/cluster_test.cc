@@ -383,10 +383,10 @@ TEST_F(ClusterNetns, RankThatOverrunsItsRoundIsReportedAndItsLateLinkDropped) {
   EXPECT_EQ(occurrences(out, "rank 1 sent no result within the round's bound (95 s)"), (size_t)2) << out;  // link, finding
 }
 
-// Strangers at the rendezvous while the ranks of one job (torchrun's run id job-a) gather: 20
-// connections that never say a word, then a process of another job (run id job-b: another
-// token) that claims rank 5. It says "refused" once rank 0 closed its JOIN's connection, and
-// holds the idle ones open until it is killed.
+// Strangers at the rendezvous while the ranks of one job (torchrun's run id job-a) gather: 19
+// connections that never say a word, one that sends part of a JOIN and closes, then a process
+// of another job (run id job-b: another token) that claims rank 5. It says "refused" once rank 0
+// closed its JOIN's connection, and holds the idle ones open until it is killed.
 int strangerAtRendezvous(NetNsIo& io, uint16_t port) {
   uint8_t a0[4] = {198, 18, 40, 1};
   std::vector<int> idle;
@@ -398,6 +398,13 @@ int strangerAtRendezvous(NetNsIo& io, uint16_t port) {
   railnetClusterJoinMsg j = {};
   j.rank = 5, j.size = kRanks, j.listenPort = 9, j.listenToken = 1, j.jobToken = 0x6a6f622d62ull;
   snprintf(j.host, sizeof(j.host), "other-job");
+  uint8_t* part = nullptr;  // the first 20 bytes of a JOIN, then the connection closes
+  size_t partLen = 0;
+  if (railnetPairEncode(RAILNET_CLUSTER_JOIN, &j, 1, &part, &partLen) != ncclSuccess || partLen < 20) return 13;
+  bool wrote = write(idle[0], part, 20) == 20;
+  free(part);
+  if (!wrote) return 14;
+  close(idle[0]);
   int fd = idle.back();
   if (railnetPairSend(fd, RAILNET_CLUSTER_JOIN, &j, 1, railnetClockNs() + 5000000000ull)) return 10;
   char c;
@@ -424,6 +431,7 @@ TEST_F(ClusterNetns, StrangersAtTheRendezvousTakeNoRanksSlot) {
   stranger.kill();
   for (int i = 0; i < kRanks; i++) EXPECT_EQ(rc[i], 0) << "rank " << i << "\n" << out << err;
   EXPECT_TRUE(has(err, "(job token from TORCHELASTIC_RUN_ID)")) << err;
+  EXPECT_TRUE(has(err, "a connection without a JOIN refused: the connection closed after 20 bytes")) << err;
   EXPECT_TRUE(has(err, "JOIN of rank 5 from other-job refused: its job token is not this job's "
                        "(TORCHELASTIC_RUN_ID)")) << err;
   EXPECT_TRUE(has(out, "\"slow_ranks\":[],\"broken_links\":[],\"dead_ranks\":[]")) << out;

@@ -259,6 +259,65 @@ TEST(PairProto, SocketIoIsBounded) {
   close(sv[1]);
 }
 
+// A message read a piece at a time (the cluster check's JOINs): a connection that sent part
+// of one returns at once with "more to come" and keeps what came, so a whole one on another
+// connection is taken meanwhile; the rest completes it. Another type, bytes that are not the
+// protocol, and a connection that closes midway end it with why.
+TEST(PairProto, AMessageReadAPieceAtATime) {
+  int a[2], b[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+  railnetClusterJoinMsg j;
+  memset(&j, 0, sizeof(j));
+  j.rank = 3, j.size = 8, j.listenPort = 18517, j.jobToken = 42;
+  snprintf(j.host, sizeof(j.host), "node-c");
+  std::vector<uint8_t> v = encode(RAILNET_CLUSTER_JOIN, &j, 1);
+  ASSERT_GT(v.size(), (size_t)RAILNET_PAIR_HDR_SIZE + 4);
+  railnetPairPartial pa, pb;
+  memset(&pa, 0, sizeof(pa));
+  memset(&pb, 0, sizeof(pb));
+  railnetPairMsg m;
+  char why[128] = "";
+  ASSERT_EQ(write(a[0], v.data(), 10), 10);  // part of the header
+  EXPECT_EQ(railnetPairRecvStep(a[1], &pa, RAILNET_CLUSTER_JOIN, &m, why), 0) << why;
+  EXPECT_EQ(pa.got, 10u);
+  ASSERT_EQ(write(b[0], v.data(), v.size()), (ssize_t)v.size());  // a whole one elsewhere
+  ASSERT_EQ(railnetPairRecvStep(b[1], &pb, RAILNET_CLUSTER_JOIN, &m, why), 1) << why;
+  EXPECT_EQ(m.u.join->rank, 3u);
+  EXPECT_STREQ(m.u.join->host, "node-c");
+  railnetPairFree(&m);
+  ASSERT_EQ(write(a[0], v.data() + 10, RAILNET_PAIR_HDR_SIZE), RAILNET_PAIR_HDR_SIZE);  // the header and some
+  EXPECT_EQ(railnetPairRecvStep(a[1], &pa, RAILNET_CLUSTER_JOIN, &m, why), 0) << why;
+  EXPECT_EQ(railnetPairRecvStep(a[1], &pa, RAILNET_CLUSTER_JOIN, &m, why), 0) << "nothing new came";
+  ASSERT_EQ(write(a[0], v.data() + 10 + RAILNET_PAIR_HDR_SIZE, v.size() - 10 - RAILNET_PAIR_HDR_SIZE),
+            (ssize_t)(v.size() - 10 - RAILNET_PAIR_HDR_SIZE));
+  ASSERT_EQ(railnetPairRecvStep(a[1], &pa, RAILNET_CLUSTER_JOIN, &m, why), 1) << why;
+  EXPECT_EQ(m.u.join->jobToken, 42u);
+  railnetPairFree(&m);
+  // another type
+  railnetPairHello h = hello();
+  std::vector<uint8_t> hv = encode(RAILNET_PAIR_HELLO, &h, 1);
+  memset(&pb, 0, sizeof(pb));
+  ASSERT_EQ(write(b[0], hv.data(), hv.size()), (ssize_t)hv.size());
+  EXPECT_EQ(railnetPairRecvStep(b[1], &pb, RAILNET_CLUSTER_JOIN, &m, why), -1);
+  EXPECT_NE(std::string(why).find("HELLO where CLUSTER_JOIN was expected"), std::string::npos) << why;
+  // not the protocol
+  int c[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, c), 0);
+  railnetPairPartial pc;
+  memset(&pc, 0, sizeof(pc));
+  ASSERT_EQ(write(c[0], "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27), 27);
+  EXPECT_EQ(railnetPairRecvStep(c[1], &pc, RAILNET_CLUSTER_JOIN, &m, why), -1);
+  EXPECT_NE(std::string(why).find("bad magic"), std::string::npos) << why;
+  // a connection that closes midway
+  memset(&pa, 0, sizeof(pa));
+  ASSERT_EQ(write(a[0], v.data(), 20), 20);
+  close(a[0]);
+  EXPECT_EQ(railnetPairRecvStep(a[1], &pa, RAILNET_CLUSTER_JOIN, &m, why), -1);
+  EXPECT_NE(std::string(why).find("the connection closed after 20 bytes"), std::string::npos) << why;
+  for (int fd : {a[1], b[0], b[1], c[0], c[1]}) close(fd);
+}
+
 TEST(PairProto, TcpProbeOverLoopback) {
   int lfd = -1;
   uint16_t port = 0;

@@ -31,16 +31,10 @@ static void peerAddr(int fd, int local, uint8_t* family, uint8_t* addr) {
   }
 }
 
-/* One JOIN on a new connection, by deadline; 0 when it is a rank of this run not seen before. */
-static int takeJoin(clusterRun* run, int fd, uint64_t deadline) {
-  railnetPairMsg m;
-  char why[128] = "";
-  if (railnetPairExpect(fd, RAILNET_CLUSTER_JOIN, &m, deadline, why) != 0) {
-    pairLog("--cluster: a connection without a JOIN refused: %s", why[0] ? why : "nothing within the bound");
-    return -1;
-  }
-  railnetClusterJoinMsg j = *m.u.join;
-  railnetPairFree(&m);
+/* A JOIN that came whole on connection fd: 0 when it is a rank of this run not seen before
+ * (the rank keeps fd), else -1 (said why). */
+static int admitJoin(clusterRun* run, int fd, const railnetClusterJoinMsg* jm) {
+  railnetClusterJoinMsg j = *jm;
   int r = (int)j.rank;
   if (j.jobToken != run->o->token) {
     pairLog("--cluster: JOIN of rank %d from %s refused: its job token is not this job's (%s); start every rank "
@@ -62,47 +56,68 @@ static int takeJoin(clusterRun* run, int fd, uint64_t deadline) {
 
 #define JOIN_PENDING 64 /* connections whose JOIN is awaited side by side */
 
+/* A connection whose JOIN is awaited: what came of it so far, since when. */
+typedef struct {
+  int fd;
+  uint64_t since;
+  railnetPairPartial part;
+} pendingJoin;
+
+/* Reads what connection w has of its JOIN: 1 while it is still to come (within PAIR_PROBE_MS
+ * of its accept), else 0 (a rank admitted, or the connection refused and closed). */
+static int stepJoin(clusterRun* run, pendingJoin* w, int ready, uint64_t now, int* joined) {
+  railnetPairMsg m;
+  char why[128] = "";
+  int got = ready ? railnetPairRecvStep(w->fd, &w->part, RAILNET_CLUSTER_JOIN, &m, why) : 0;
+  if (got == 0 && now < w->since + PAIR_PROBE_MS * 1000000ull) return 1;
+  if (got == 1) {
+    int ok = admitJoin(run, w->fd, m.u.join) == 0;
+    railnetPairFree(&m);
+    if (ok) {
+      (*joined)++;
+      return 0;
+    }
+  } else if (got == 0) {
+    pairLog("--cluster: a connection without a whole JOIN within %d ms refused (%zu bytes came)", PAIR_PROBE_MS,
+            w->part.got);
+  } else {
+    pairLog("--cluster: a connection without a JOIN refused: %s", why);
+  }
+  close(w->fd);
+  return 0;
+}
+
 /* JOINs until every rank came or the deadline; returns how many came (rank 0 included). The
- * connections are read side by side, each with PAIR_PROBE_MS for its JOIN from its accept, so
- * idle strangers (health checkers, port scanners) delay no rank; past JOIN_PENDING of them the
- * oldest is dropped. */
+ * connections are read side by side, a piece at a time, each with PAIR_PROBE_MS for its JOIN
+ * from its accept, so idle strangers (health checkers, port scanners) and ones that send part
+ * of a JOIN delay no rank; past JOIN_PENDING of them the oldest is dropped. */
 static int gatherJoins(clusterRun* run, int lfd, uint64_t deadline) {
   struct pollfd p[1 + JOIN_PENDING];
-  int pend[JOIN_PENDING], n = 0, joined = 1;
-  uint64_t since[JOIN_PENDING];
-  while (joined < run->o->size && railnetClockNs() < deadline) {
+  pendingJoin* pend = (pendingJoin*)calloc(JOIN_PENDING, sizeof(*pend));
+  int n = 0, joined = 1;
+  while (pend && joined < run->o->size && railnetClockNs() < deadline) {
     p[0] = (struct pollfd){lfd, POLLIN, 0};
-    for (int i = 0; i < n; i++) p[1 + i] = (struct pollfd){pend[i], POLLIN, 0};
+    for (int i = 0; i < n; i++) p[1 + i] = (struct pollfd){pend[i].fd, POLLIN, 0};
     if (poll(p, (nfds_t)(1 + n), 100) < 0 && errno != EINTR) break;
     uint64_t now = railnetClockNs();
     int kept = 0;
-    for (int i = 0; i < n; i++) {
-      uint64_t by = since[i] + PAIR_PROBE_MS * 1000000ull;
-      if (p[1 + i].revents == 0 && now < by) { /* still waiting for its JOIN */
-        pend[kept] = pend[i], since[kept++] = since[i];
-        continue;
-      }
-      if (p[1 + i].revents && takeJoin(run, pend[i], by) == 0) {
-        joined++;
-        continue;
-      }
-      if (p[1 + i].revents == 0) pairLog("--cluster: a connection without a JOIN within %d ms refused", PAIR_PROBE_MS);
-      close(pend[i]);
-    }
+    for (int i = 0; i < n; i++)
+      if (stepJoin(run, &pend[i], p[1 + i].revents != 0, now, &joined)) pend[kept++] = pend[i];
     n = kept;
     if (!(p[0].revents & POLLIN)) continue;
     int fd = pairAccept(lfd, NULL, NULL);
     if (fd < 0) continue;
     if (n == JOIN_PENDING) { /* the oldest goes */
       pairLog("--cluster: %d connections wait for their JOIN: the oldest is dropped", JOIN_PENDING);
-      close(pend[0]);
+      close(pend[0].fd);
       memmove(pend, pend + 1, (JOIN_PENDING - 1) * sizeof(*pend));
-      memmove(since, since + 1, (JOIN_PENDING - 1) * sizeof(*since));
       n--;
     }
-    pend[n] = fd, since[n++] = railnetClockNs();
+    memset(&pend[n], 0, sizeof(pend[n]));
+    pend[n].fd = fd, pend[n++].since = railnetClockNs();
   }
-  for (int i = 0; i < n; i++) close(pend[i]);
+  for (int i = 0; i < n; i++) close(pend[i].fd);
+  free(pend);
   return joined;
 }
 

@@ -504,3 +504,35 @@ int railnetPairExpect(int fd, uint16_t type, railnetPairMsg* msg, uint64_t deadl
   railnetPairFree(msg);
   return EPROTO;
 }
+
+int railnetPairRecvStep(int fd, railnetPairPartial* p, uint16_t type, railnetPairMsg* msg, char* why) {
+  memset(msg, 0, sizeof(*msg));
+  size_t want = RAILNET_PAIR_HDR_SIZE;
+  for (;;) {
+    uint16_t t = 0;
+    uint32_t count = 0, length = 0;
+    if (p->got >= RAILNET_PAIR_HDR_SIZE) {
+      if (railnetPairDecodeHeader(p->buf, p->got, &t, &count, &length, why) != ncclSuccess) return -1;
+      if (t != type) {
+        whyf(why, "%s where %s was expected", railnetPairTypeName(t), railnetPairTypeName(type));
+        return -1;
+      }
+      if (length > sizeof(p->buf) - RAILNET_PAIR_HDR_SIZE) {
+        whyf(why, "a %s of %u bytes (at most %zu here)", railnetPairTypeName(t), length,
+             sizeof(p->buf) - RAILNET_PAIR_HDR_SIZE);
+        return -1;
+      }
+      want = RAILNET_PAIR_HDR_SIZE + length;
+      if (p->got == want)
+        return railnetPairDecodePayload(t, count, p->buf + RAILNET_PAIR_HDR_SIZE, length, msg, why) == ncclSuccess ? 1 : -1;
+    }
+    ssize_t n = recv(fd, p->buf + p->got, want - p->got, MSG_DONTWAIT);
+    if (n > 0) {
+      p->got += (size_t)n;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    whyf(why, "%s after %zu bytes", n == 0 ? "the connection closed" : strerror(errno), p->got);
+    return -1;
+  }
+}

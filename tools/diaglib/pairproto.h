@@ -318,6 +318,18 @@ int railnetPairRecv(int fd, railnetPairMsg* msg, uint64_t deadlineNs, char* why)
 /* railnetPairRecv that also wants a given type: an ERROR message or another type is EPROTO. */
 int railnetPairExpect(int fd, uint16_t type, railnetPairMsg* msg, uint64_t deadlineNs, char* why);
 
+/* A message read a piece at a time, so that one peer that sends part of it and then nothing
+ * holds no one else: what came so far of one message (at most RAILNET_PAIR_STEP_MAX bytes). */
+#define RAILNET_PAIR_STEP_MAX 512
+typedef struct {
+  uint8_t buf[RAILNET_PAIR_STEP_MAX];
+  size_t got;
+} railnetPairPartial;
+/* Reads, without blocking, what fd has of one message of `type` (p zeroed before the first
+ * call): 1 when it is whole (decoded into *msg), 0 while more is to come, -1 when the
+ * connection ended or the bytes are not such a message (why, >= 128 bytes, says which). */
+int railnetPairRecvStep(int fd, railnetPairPartial* p, uint16_t type, railnetPairMsg* msg, char* why);
+
 #ifdef __cplusplus
 }
 #endif
