@@ -25,13 +25,14 @@ struct socketComm;
  * chosen sockets' queued bytes grow by the chunks. */
 ctrlSockSet railnetSocketChooseSet(struct socketComm* c, size_t size, uint32_t flags);
 
-/* The rate a choice of `task`-byte chunks credits queue q with, when some socket was measured
- * at `fastest` lately (bytes per ns): its measured rate, but the fastest when its rate is
- * stale (measured long ago; it kept up since, or idled) and slower, it has nothing left to
+/* The rate a choice of `task`-byte chunks credits queue q with, `fastest` being the fastest
+ * rate measured lately (bytes per ns; railnetSocketChooseSet passes the unmeasured sockets'
+ * credit, at least 1, when no rate is fresh): its measured rate, but `fastest` when its rate
+ * is stale (measured long ago; it kept up since, or idled) and slower, it has nothing left to
  * deliver, and it was measured or probed longer ago than 16 times a chunk's time at its rate.
- * That socket so gets a chunk (a probe: one at a time, as its backlog counts at its own rate)
- * and is measured again, at most once per 16 chunk-times, so probing a slow path costs the
- * messages that wait for it little. */
+ * That socket so gets a chunk (a probe: one at a time, as its backlog counts at its own rate
+ * until delivered), at most once per 16 chunk-times, so probing a slow path costs the messages
+ * that wait for it little. */
 double railnetSocketProbeRate(const taskQueue* q, double fastest, size_t task, uint64_t now);
 
 #ifdef __cplusplus

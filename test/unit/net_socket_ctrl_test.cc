@@ -636,8 +636,8 @@ TEST(NetSocketBalance, AStaleSlowSocketIsProbedOncePer16ChunkTimes) {
 }
 
 // Socket 0 measured at 512 KB/s 20 s ago, stale: the first message takes it as a probe (its
-// 16 chunk-times, 8.2 s, have passed), and no second one goes there before the probe was seen
-// delivered. On loopback it is delivered at once: its rate is raised to at least the probe's
+// 16 chunk-times, 8.2 s, have passed; the other sockets are not measured, so it is credited
+// as they are), and no second one goes there before the probe was seen delivered. On loopback it is delivered at once: its rate is raised to at least the probe's
 // size over the time it took (more than twice the old one), it is no longer stale, and it
 // takes chunks again. Every byte arrives.
 TEST_F(NetSocketCtrl, AProbeDeliveredFastRaisesASlowRate) {

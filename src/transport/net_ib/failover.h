@@ -56,10 +56,9 @@ struct railnetIbFailover {
   struct railnetIbFoMsg in;            /* the message being received */
   int inOffset;
   /* the chunks of each fifo slot (which QP, which completed, which to replay; the receiver's
-   * missing ones) are the clear-to-send path's: slots.h, kept while failover is on.
-   * Receiver: clear-to-send rewrites not completed yet */
-  int ctsRewrites;                     /* rewrites posted and not completed (either way) */
-  int ctsRewriteLost;                  /* ... one of them completed with an error */
+   * missing ones, its clear-to-send rewrites in flight) are the clear-to-send path's: slots.h,
+   * kept while failover is on. Receiver: a rewrite completed with an error */
+  int ctsRewriteLost;
   /* port recovery (recovery.c): on for this comm, its variables; per device when it failed
    * (0: it did not) and the attempts made; the attempt under way (sender: its state, device,
    * deadline, alive batches done and writes in flight); the new QPs not in use yet; the QPs
@@ -176,8 +175,6 @@ ncclResult_t railnetIbFoProgress(struct ncclIbNetCommBase* base);
 int railnetIbFoBusy(struct ncclIbNetCommBase* base);
 
 /* ---- failover_hooks.c: the data path's hooks (each a no-op without failover) */
-/* QP q is gone (0 without failover, or for q < 0). */
-int railnetIbFoQpGone(const struct ncclIbNetCommBase* base, int q);
 /* Sender: a successful completion of failover's own work on QP q (a path probe, the read of
  * the receiver's records, an alive write): 1 when it was one (and is accounted), else 0. */
 int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc);

@@ -24,7 +24,7 @@ struct ncclIbQp* railnetIbChunkQp(struct ncclIbNetCommBase* base, uint64_t id, i
 ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, struct ncclIbQp* qp,
                                 const struct ncclIbSendFifo* rem);
 /* Receiver: writes the clear-to-send entries of req (fifo slot `slot`) into the sender's
- * fifo; rewrite: failover's second copy (signaled, counted in fo->ctsRewrites). */
+ * fifo; rewrite: failover's second copy (signaled, counted by slots.h's railnetIbSlotCtsRewrite). */
 ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, int slot, int rewrite);
 
 /* n pre-posted receive work requests (no buffer: the data comes by RDMA write with immediate)

@@ -183,6 +183,7 @@ int railnetIbQpLiveCount(const struct ncclIbNetCommBase* base) {
 }
 
 int railnetIbQpDevInUse(const struct ncclIbNetCommBase* base, int d) {
+  if (base->fo == NULL) return 1; /* nothing is ever gone: every device of the comm counts, with QPs or not */
   for (int q = 0; q < base->nqps; q++)
     if (base->qps[q].devIndex == d && !base->qps[q].gone) return 1;
   return 0;

@@ -50,7 +50,9 @@ static inline int railnetIbQpGone(const struct ncclIbNetCommBase* base, int q) {
 struct ncclIbQp* railnetIbQpLive(struct ncclIbNetCommBase* base, struct ncclIbQp* qp);
 /* QPs not gone. */
 int railnetIbQpLiveCount(const struct ncclIbNetCommBase* base);
-/* Whether device d still carries a QP of the comm not gone. */
+/* Whether device d still carries a QP of the comm not gone; without failover (base->fo NULL:
+ * nothing is ever gone) every device of the comm, even one the peer's QP count left without a
+ * QP. */
 int railnetIbQpDevInUse(const struct ncclIbNetCommBase* base, int d);
 /* Takes QP q out of use: gone, nothing outstanding on it, moved to the error state (its
  * flushes are dropped); 0 when it was gone already (or q is out of range). */
