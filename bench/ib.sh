@@ -243,6 +243,7 @@ fb() {
 # (the path probe; the data QPs alone would take their retry time, 4.096 us x 2^t x 8).
 notice_rows() {
   local mib=$1 tsv=$2 t kind fault restore out secs qp status=0
+  fb_built notice || return 0
   second_pair_up || { echo "notice: could not add the second veth pair and rxe2/rxe3" >&2; second_pair_down; return 1; }
   for t in 14 20 22; do
     qp=$(awk -v t="$t" 'BEGIN { printf "%.1f", 4.096e-6 * 2^t * 8 }')
@@ -267,8 +268,17 @@ notice_rows() {
 # drift hits both alike: the ratio of the means; (2) the phases of one run with failover and
 # recovery on: before, during (veth2 goes down as it starts), after (on rxe0 alone),
 # recovering (veth2 up again, until railnet says rxe2 carries traffic again), recovered.
+# fb_built: whether bench/failover_bench is there (make bench-build); says so when it is not,
+# so that the failover rows are left out rather than printed with no figures
+fb_built() {
+  [ -x "$BUILD/bench/failover_bench" ] && return 0
+  echo "  SKIP: $1: $BUILD/bench/failover_bench is not built (make bench-build)"
+  return 1
+}
+
 failover_rows() {
   local mib=$1 tsv=$2 r f row mbps sum0=0 sum1=0 name n secs before="" out
+  fb_built failover || return 0
   second_pair_up || { echo "failover: could not add the second veth pair and rxe2/rxe3" >&2; second_pair_down; return 1; }
   for r in 1 2; do
     for f in 0 1; do
