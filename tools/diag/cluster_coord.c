@@ -95,6 +95,9 @@ static int gatherJoins(clusterRun* run, int lfd, uint64_t deadline) {
   struct pollfd p[1 + JOIN_PENDING];
   pendingJoin* pend = (pendingJoin*)calloc(JOIN_PENDING, sizeof(*pend));
   int n = 0, joined = 1;
+  if (pend == NULL)
+    pairLog("--cluster: out of memory for the JOINs awaited (%zu bytes): no rank can join; free memory "
+            "on rank 0's host and run again", JOIN_PENDING * sizeof(*pend));
   while (pend && joined < run->o->size && railnetClockNs() < deadline) {
     p[0] = (struct pollfd){lfd, POLLIN, 0};
     for (int i = 0; i < n; i++) p[1 + i] = (struct pollfd){pend[i].fd, POLLIN, 0};
