@@ -30,11 +30,11 @@ ifneq ($(SANITIZE),)
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRCS := $(wildcard src/misc/*.c) $(wildcard src/transport/*.c) $(wildcard src/transport/net_ib/*.c)
+LIB_SRCS := $(wildcard src/misc/*.c) $(wildcard src/transport/*.c) $(wildcard src/transport/net_ib/*.c src/transport/net_ib/*/*.c)
 PLUGIN_SRCS := ext-net/plugin.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o)
-HEADERS := $(wildcard include/*.h ext-net/include/railnet_net/*.h src/include/*.h src/transport/*.h src/transport/net_ib/*.h)
+HEADERS := $(wildcard include/*.h ext-net/include/railnet_net/*.h src/include/*.h src/transport/*.h src/transport/net_ib/*.h src/transport/net_ib/*/*.h)
 
 LIBDIR := $(BUILD)/lib
 PLUGIN := $(LIBDIR)/libnccl-net-railnet.so

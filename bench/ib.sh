@@ -407,7 +407,7 @@ in_vm() {
   printf '  %-10s %8d  per round trip (both ends): railnet %s work requests posted, %s completions polled\n' \
     work 8 "$ww" "$cc"
   printf 'work_per_rtt\trailnet\t%s\t%s\n' "$ww" "$cc" >>"$tsv"
-  # eager small messages (eager_env at both ends, src/transport/net_ib/eager.h): latency
+  # eager small messages (eager_env at both ends, src/transport/net_ib/eager/eager.h): latency
   # right after the clear-to-send protocol's and the peer's, then its packets and work
   local erow etyp eavg ep ewc ew ec
   eager_env

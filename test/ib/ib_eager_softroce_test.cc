@@ -1,4 +1,4 @@
-// Eager small messages (RAILNET_IB_EAGER_SIZE, src/transport/net_ib/eager.h) on real
+// Eager small messages (RAILNET_IB_EAGER_SIZE, src/transport/net_ib/eager/eager.h) on real
 // soft-RoCE (the tier's rxe0 and rxe1 on one veth pair; both ends in this process, the
 // sender on a thread where they run at once): every byte of a mix of eager and rendezvous
 // messages into small and large receive buffers; what a small message costs (work requests
@@ -16,8 +16,8 @@ extern "C" {
 #include "../../src/transport/net_ib/comm.h"
 #include "../../src/transport/net_ib/completion.h"
 #include "../../src/transport/net_ib/devices.h"
-#include "../../src/transport/net_ib/eager.h"
-#include "../../src/transport/net_ib/eager_state.h"
+#include "../../src/transport/net_ib/eager/eager.h"
+#include "../../src/transport/net_ib/eager/eager_state.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }

@@ -23,8 +23,8 @@ extern "C" {
 #include "ibvwrap.h"
 #include "railnet.h"
 #include "../../src/transport/net_ib/comm.h"
-#include "../../src/transport/net_ib/eager.h"
-#include "../../src/transport/net_ib/eager_state.h"
+#include "../../src/transport/net_ib/eager/eager.h"
+#include "../../src/transport/net_ib/eager/eager_state.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }

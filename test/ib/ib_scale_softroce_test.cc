@@ -17,7 +17,7 @@ extern "C" {
 #include "core.h"
 #include "ibvwrap.h"
 #include "../../src/transport/net_ib/comm.h"
-#include "../../src/transport/net_ib/eager.h"
+#include "../../src/transport/net_ib/eager/eager.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }

@@ -1,4 +1,4 @@
-// Eager messages' agreement in the connection metadata (src/transport/net_ib/eager.c): a
+// Eager messages' agreement in the connection metadata (src/transport/net_ib/eager/eager.c): a
 // receiver takes them only from a sender whose messages carry their tag
 // (RAILNET_IB_FLAG_EAGER_TAGS); an older railnet's tagless request (RAILNET_IB_FLAG_EAGER)
 // and a sender with RAILNET_IB_EAGER_SIZE=0 get the clear-to-send protocol, with an INFO saying why.
@@ -8,7 +8,7 @@
 
 extern "C" {
 #include "../../src/transport/net_ib/comm.h"
-#include "../../src/transport/net_ib/eager.h"
+#include "../../src/transport/net_ib/eager/eager.h"
 #include "testing.h"
 }
 

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "../../src/transport/net_ib/eager.h"
+#include "../../src/transport/net_ib/eager/eager.h"
 #include "../../src/transport/net_ib/wire.h"
 #include "../../src/transport/net_ib/wrid.h"
 }

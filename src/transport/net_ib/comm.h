@@ -123,7 +123,7 @@ struct ncclIbNetCommBase {
   int peerErr;                         /* ... the socket's error then (ETIMEDOUT: it stopped answering) */
   uint64_t portLookNs;                 /* liveness.h: when to query the ports of the comm next */
   int matchById;                       /* receives matched by the id in the immediate (matching.c) */
-  struct railnetIbFailover* fo;        /* port failover on (failover.h); NULL: off */
+  struct railnetIbFailover* fo;        /* port failover on (resilience/failover.h); NULL: off */
   struct railnetIbSlots* slots;        /* per-slot chunk state (slots.h); NULL: not kept */
   struct railnetIbRecords* recs;       /* completion records (records.h); NULL: none */
   /* what the data path cost so far: requests completed, work requests posted (data and

@@ -7,8 +7,8 @@
 #include <string.h>
 #include "completion.h"
 #include "devices.h"
-#include "eager.h"
-#include "failover.h"
+#include "eager/eager.h"
+#include "resilience/failover.h"
 #include "ibvwrap.h"
 #include "matching.h"
 #include "prof.h"

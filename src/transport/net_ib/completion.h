@@ -1,7 +1,7 @@
 /*
  * Completions of the IB data path (completion.c): a completion's effect on its request
  * (data writes and receives, clear-to-send writes, flush reads), an error completion's
- * WARN with its cause and fix, or port failover taking it (failover.h).
+ * WARN with its cause and fix, or port failover taking it (resilience/failover.h).
  */
 #ifndef RAILNET_NET_IB_COMPLETION_H
 #define RAILNET_NET_IB_COMPLETION_H

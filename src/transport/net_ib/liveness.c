@@ -7,7 +7,7 @@
 #include "liveness.h"
 #include "debug.h"
 #include "devices.h"
-#include "failover.h"
+#include "resilience/failover.h"
 #include "ibvwrap.h"
 #include "qp.h"
 #include "socket.h"

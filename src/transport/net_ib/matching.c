@@ -8,7 +8,7 @@
 #include "caps.h"
 #include "comm.h"
 #include "debug.h"
-#include "failover.h"
+#include "resilience/failover.h"
 #include "post.h"
 #include "ibvwrap.h"
 #include "socket.h"

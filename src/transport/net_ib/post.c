@@ -5,8 +5,8 @@
 #include <string.h>
 #include "post.h"
 #include "devices.h"
-#include "eager.h"
-#include "failover.h"
+#include "eager/eager.h"
+#include "resilience/failover.h"
 #include "ibvwrap.h"
 #include "prof.h"
 #include "qp.h"

@@ -3,8 +3,8 @@
  */
 #include "progress.h"
 #include "completion.h"
-#include "eager.h"
-#include "failover.h"
+#include "eager/eager.h"
+#include "resilience/failover.h"
 #include "liveness.h"
 
 ncclResult_t railnetIbProgress(struct ncclIbNetCommBase* base, struct ncclIbRequest* r, int* polled) {

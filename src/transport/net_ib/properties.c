@@ -7,7 +7,7 @@
 #include <string.h>
 #include "properties.h"
 #include "devices.h"
-#include "eager.h"
+#include "eager/eager.h"
 #include "gdr.h"
 #include "param.h"
 

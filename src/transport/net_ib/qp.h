@@ -19,7 +19,7 @@ ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devInde
  * and service level and the user's NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT. */
 ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
                                     const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl);
-/* Port recovery (failover.h) and the comm setup: a data QP (remote write) on device devIndex,
+/* Port recovery (resilience/failover.h) and the comm setup: a data QP (remote write) on device devIndex,
  * in INIT; and its INIT -> RTR -> RTS towards the peer's QP qpn on its device remDevIndex, with
  * the traffic class and service level the comm's QPs got. */
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out);

@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "setup.h"
+#include "completion.h"
 #include "devices.h"
-#include "eager.h"
-#include "failover.h"
+#include "eager/eager.h"
+#include "resilience/failover.h"
 #include "gdr.h"
 #include "gid.h"
 #include "ibvwrap.h"
@@ -232,7 +233,8 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
 static ncclResult_t negotiateSend(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* remote,
                                   const char* peer) {
   railnetIbSendModeSetup(comm, remote);
-  NCCLCHECK(railnetIbFoSetup(&comm->base, (remote->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
+  int peerFo = (remote->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0;
+  NCCLCHECK(railnetIbFoSetup(&comm->base, peerFo, peer, railnetIbPollDev));
   NCCLCHECK(railnetIbRecordsSendSetup(&comm->base, remote));
   return railnetIbEagerSendConnect(comm, remote, peer);
 }
@@ -241,7 +243,8 @@ static ncclResult_t negotiateRecv(struct ncclIbRecvComm* comm, const struct nccl
                                   struct ncclIbConnectionMetadata* meta, const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
   NCCLCHECK(railnetIbRecvModeSetup(comm, meta, peer));
-  NCCLCHECK(railnetIbFoSetup(base, (rem->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0, peer));
+  int peerFo = (rem->devs[0].flags & RAILNET_IB_FLAG_FAILOVER) != 0;
+  NCCLCHECK(railnetIbFoSetup(base, peerFo, peer, railnetIbPollDev));
   if (base->fo) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
   NCCLCHECK(railnetIbRecordsRecvSetup(base, meta));
   return railnetIbEagerRecvSetup(comm, rem, meta, peer);

@@ -4,7 +4,7 @@
  *   - the handle listen hands out, which NCCL's bootstrap carries to the connecting rank;
  *   - the connection metadata, exchanged once each way over the comm's ncclSocket;
  *   - the clear-to-send entries the receiver RDMA-writes into the sender's fifo;
- *   - port failover's and recovery's messages over the comm's ncclSocket (failover.h).
+ *   - port failover's and recovery's messages over the comm's ncclSocket (resilience/failover.h).
  * A change to any of these is a new RAILNET_IB_META_VERSION (the handle: a new magic); the
  * _Static_asserts below fail the build when a layout moves without one. The peer may be
  * another version, another plugin or garbage: nothing here is trusted before its check.
@@ -42,7 +42,7 @@ extern "C" {
  * the sender puts in the immediate (the sizes then travel in the sizes records) */
 #define RAILNET_IB_FLAG_MATCH_BY_ID 0x1
 /* ncclIbDevInfo.flags of either side's first device: NCCL_IB_RESILIENCY_PORT_FAILOVER=1 there
- * (the receiver sets it only when the sender did: then the comm fails over, failover.h) */
+ * (the receiver sets it only when the sender did: then the comm fails over, resilience/failover.h) */
 #define RAILNET_IB_FLAG_FAILOVER 0x2
 /* ncclIbDevInfo.flags of either side's first device: eager messages of an older railnet
  * (without their tag). A receiver now answers it with no eager messages (clear-to-send for
@@ -50,7 +50,7 @@ extern "C" {
 #define RAILNET_IB_FLAG_EAGER 0x4
 #define RAILNET_IB_EAGER_MAX_BYTES 8192 /* the largest eagerSize */
 /* ncclIbDevInfo.flags of the receiver's first device, with RAILNET_IB_FLAG_FAILOVER: foRecAddr /
- * foRecRkeys name its completion records (failover.h): the sender's last write of each chunk
+ * foRecRkeys name its completion records (resilience/failover.h): the sender's last write of each chunk
  * lands there, and a sender failing over reads them with an RDMA READ (0 from older peers:
  * then only the socket exchange says what arrived) */
 #define RAILNET_IB_FLAG_FO_RECORDS 0x8
@@ -165,7 +165,7 @@ _Static_assert(sizeof(struct ncclIbConnectionMetadata) ==
                "connection metadata: version 1 layout");
 #endif
 
-/* Port failover (failover.h): fixed-size messages over the comm's ncclSocket, once one of
+/* Port failover (resilience/failover.h): fixed-size messages over the comm's ncclSocket, once one of
  * the comm's QPs is gone. NOTIFY (receiver -> sender): these QPs failed here. QUERY (sender ->
  * receiver): these QPs are gone, my next fifo position is fifoHead; answer what arrived.
  * STATE (receiver -> sender): each receive in flight and the chunks of it not arrived. In

@@ -6,7 +6,7 @@
 #define RAILNET_NET_IB_EAGER_INT_H
 #include "eager.h"
 #include "eager_state.h"
-#include "wire.h"
+#include "../wire.h"
 
 /* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->c.stride bytes each: a railnetIbEagerHdr, then the
  * message's bytes) and the receiver's credit words after the last one. */

@@ -7,13 +7,13 @@
 #include "eager.h"
 #include "eager_int.h"
 #include "debug.h"
-#include "devices.h"
-#include "failover.h"
+#include "../devices.h"
+#include "../resilience/failover.h"
 #include "ibvwrap.h"
-#include "matching.h"
-#include "post.h"
-#include "qp.h"
-#include "reg.h"
+#include "../matching.h"
+#include "../post.h"
+#include "../qp.h"
+#include "../reg.h"
 
 struct ncclIbQp* railnetIbEagerQp(struct ncclIbNetCommBase* base, uint64_t pos) {
   return railnetIbChunkQp(base, pos, 0); /* without failover: railnetIbMsgQp's */

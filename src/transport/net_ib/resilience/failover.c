@@ -4,14 +4,12 @@
  */
 #include <string.h>
 #include "failover.h"
-#include "records.h"
-#include "slots.h"
-#include "completion.h"
+#include "../records.h"
+#include "../slots.h"
 #include "debug.h"
-#include "devices.h"
-#include "eager.h"
-#include "post.h"
-#include "qp.h"
+#include "../devices.h"
+#include "../post.h"
+#include "../qp.h"
 #include "socket.h"
 
 #define LOOK_INTERVAL_NS 1000000ull         /* at most one look at the socket a millisecond */
@@ -67,7 +65,7 @@ static ncclResult_t peerFailure(struct ncclIbNetCommBase* base, int newDead) {
 static ncclResult_t drain(struct ncclIbNetCommBase* base) {
   for (int d = 0; d < base->vProps.ndevs; d++) {
     int n = 0, rounds = 0;
-    do NCCLCHECK(railnetIbPollDev(base, d, &n));
+    do NCCLCHECK(base->fo->poll(base, d, &n));
     while (n > 0 && ++rounds < 100000);
   }
   return ncclSuccess;
@@ -196,7 +194,7 @@ static ncclResult_t readStep(struct ncclIbSendComm* comm) {
     NCCLCHECK(postRead(base, fo));
   if (fo->readState == RAILNET_IB_FO_READ_POSTED) {
     int n = 0;
-    NCCLCHECK(railnetIbPollDev(base, base->qps[fo->readQp].devIndex, &n));
+    NCCLCHECK(fo->poll(base, base->qps[fo->readQp].devIndex, &n));
   }
   if (fo->readState != RAILNET_IB_FO_READ_DONE || base->failed) return ncclSuccess;
   fo->readState = RAILNET_IB_FO_READ_NONE;

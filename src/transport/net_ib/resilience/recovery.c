@@ -15,13 +15,12 @@
 #include <stdio.h>
 #include <string.h>
 #include "failover.h"
-#include "completion.h"
 #include "debug.h"
-#include "devices.h"
+#include "../devices.h"
 #include "ibvwrap.h"
-#include "matching.h"
-#include "post.h"
-#include "qp.h"
+#include "../matching.h"
+#include "../post.h"
+#include "../qp.h"
 #include "socket.h"
 
 enum { REC_IDLE = 0, REC_WAIT_ACK, REC_ALIVE };
@@ -146,7 +145,7 @@ static ncclResult_t aliveStep(struct ncclIbSendComm* comm, uint64_t now) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbFailover* fo = base->fo;
   int n = 0;
-  NCCLCHECK(railnetIbPollDev(base, fo->recDev, &n));
+  NCCLCHECK(fo->poll(base, fo->recDev, &n));
   if (fo->aliveFailed) return attemptFailed(comm, "an alive write on a new QP failed", now);
   if (fo->aliveInFlight > 0) {
     if (now > fo->recNs + (uint64_t)fo->rp.aliveTimeoutMs * MS)

@@ -6,8 +6,8 @@
  */
 #include <string.h>
 #include "failover.h"
-#include "qp.h"
-#include "wrid.h"
+#include "../qp.h"
+#include "../wrid.h"
 
 int railnetIbFoSendOwnWc(struct ncclIbNetCommBase* base, int q, const struct ibv_wc* wc) {
   struct railnetIbFailover* fo = base->fo;

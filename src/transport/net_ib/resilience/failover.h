@@ -17,10 +17,10 @@
 #define RAILNET_NET_IB_FAILOVER_H
 #include <infiniband/verbs.h>
 #include <stdint.h>
-#include "comm.h"
-#include "resiliency.h"
-#include "wire.h"
-#include "wrid.h"
+#include "../comm.h"
+#include "../resiliency.h"
+#include "../wire.h"
+#include "../wrid.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,8 +42,15 @@ struct railnetIbFoClient {
   ncclResult_t (*retell)(struct ncclIbRecvComm* comm);
 };
 
+/* The data path's poll of device d's completion queue (completion.c's railnetIbPollDev), handed
+ * to failover at its setup: a replay's read of the receiver's records, the recovery's alive
+ * writes and a drain all complete on the data CQ (recovered QPs carry data again, so they
+ * cannot have a CQ of their own), and failover must not call up into the data path for it. */
+typedef ncclResult_t (*railnetIbFoPollFn)(struct ncclIbNetCommBase* base, int d, int* n);
+
 struct railnetIbFailover {
   const struct railnetIbFoClient* client; /* NULL: none (railnetIbFoSetClient) */
+  railnetIbFoPollFn poll;              /* the data path's poll (railnetIbFoSetup) */
   int maxAttempts;                     /* NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS */
   int probeDelayMs;                    /* NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY */
   int failures;                        /* devices declared gone so far */
@@ -104,7 +111,7 @@ int railnetIbFoWanted(void);
 /* After the metadata exchange: failover on for base when both sides set the flag, the comm
  * has 2+ devices and at most RAILNET_IB_FO_MAX_CHUNKS QPs per message (else one INFO why
  * not). Allocates base->fo. */
-ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer);
+ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer, railnetIbFoPollFn poll);
 void railnetIbFoFree(struct ncclIbNetCommBase* base);
 /* A feature of the comm that takes part in its failovers (no-op without failover). */
 void railnetIbFoSetClient(struct ncclIbNetCommBase* base, const struct railnetIbFoClient* client);

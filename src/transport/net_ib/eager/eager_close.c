@@ -6,14 +6,14 @@
 #include "eager.h"
 #include "eager_int.h"
 #include "debug.h"
-#include "devices.h"
-#include "failover.h"
-#include "matching.h"
-#include "post.h"
-#include "qp.h"
-#include "reg.h"
+#include "../devices.h"
+#include "../resilience/failover.h"
+#include "../matching.h"
+#include "../post.h"
+#include "../qp.h"
+#include "../reg.h"
 #include "socket.h"
-#include "slots.h"
+#include "../slots.h"
 
 /* The sender's close on QP q: its position id (the next on that QP; it takes none). */
 ncclResult_t railnetIbEagerCloseArrived(struct ncclIbRecvComm* comm, int q, uint64_t id) {

@@ -6,7 +6,7 @@
 #define RAILNET_NET_IB_EAGER_STATE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "comm.h"
+#include "../comm.h"
 #include "eager.h"
 
 #ifdef __cplusplus

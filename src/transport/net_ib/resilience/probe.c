@@ -11,11 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "failover.h"
-#include "completion.h"
 #include "debug.h"
-#include "devices.h"
+#include "../devices.h"
 #include "ibvwrap.h"
-#include "qp.h"
+#include "../qp.h"
 #include "socket.h"
 
 enum { PROBE_NONE = 0, PROBE_WAIT_ACK, PROBE_READY, PROBE_OFF };
@@ -167,7 +166,7 @@ ncclResult_t railnetIbProbeSendStep(struct ncclIbSendComm* comm, uint64_t now) {
     if (fo->probeQps[d] == NULL || fo->probeFailed[d] || fo->probeRenew[d] || !railnetIbQpDevInUse(base, d)) continue;
     if (fo->probeInFlight[d]) { /* its completion may be all that moves on this device */
       int n = 0;
-      NCCLCHECK(railnetIbPollDev(base, d, &n));
+      NCCLCHECK(fo->poll(base, d, &n));
     } else if (now >= fo->probeNs) {
       NCCLCHECK(post(comm, d));
     }

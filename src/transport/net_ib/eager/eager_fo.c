@@ -6,12 +6,12 @@
 #include "eager.h"
 #include "eager_int.h"
 #include "debug.h"
-#include "devices.h"
-#include "failover.h"
+#include "../devices.h"
+#include "../resilience/failover.h"
 #include "ibvwrap.h"
-#include "matching.h"
-#include "post.h"
-#include "qp.h"
+#include "../matching.h"
+#include "../post.h"
+#include "../qp.h"
 #include "socket.h"
 
 /* ------------------------------------------------------------------ receiver */

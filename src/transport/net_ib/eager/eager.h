@@ -14,8 +14,8 @@
 #ifndef RAILNET_NET_IB_EAGER_H
 #define RAILNET_NET_IB_EAGER_H
 #include <stdint.h>
-#include "comm.h"
-#include "wrid.h"
+#include "../comm.h"
+#include "../wrid.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,19 +5,18 @@
 #include <stdio.h>
 #include <string.h>
 #include "failover.h"
-#include "records.h"
-#include "slots.h"
+#include "../records.h"
+#include "../slots.h"
 #include "debug.h"
-#include "devices.h"
-#include "eager.h"
+#include "../devices.h"
 #include "ibvwrap.h"
-#include "qp.h"
-#include "resiliency.h"
+#include "../qp.h"
+#include "../resiliency.h"
 #include "socket.h"
 
 int railnetIbFoWanted(void) { return railnetIbParamPortFailover(); }
 
-ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer) {
+ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, const char* peer, railnetIbFoPollFn poll) {
   base->fo = NULL;
   if (!railnetIbFoWanted()) return ncclSuccess;
   int per = base->splitDataOnQps ? base->nqps : 1;
@@ -33,6 +32,7 @@ ncclResult_t railnetIbFoSetup(struct ncclIbNetCommBase* base, int peerFlag, cons
     return ncclSuccess;
   }
   NCCLCHECK(RAILNET_CALLOC(&base->fo, 1, "IB port failover state"));
+  base->fo->poll = poll;
   NCCLCHECK(railnetIbSlotsSetup(base)); /* replays come from the chunks' state */
   base->fo->maxAttempts = railnetIbParamFailoverMaxAttempts();
   base->fo->probeDelayMs = railnetIbParamFailoverProbeDelay();

@@ -4,8 +4,8 @@
  */
 #include <string.h>
 #include "failover.h"
-#include "qp.h"
-#include "comm.h"
+#include "../qp.h"
+#include "../comm.h"
 #include "debug.h"
 #include "socket.h"
 
