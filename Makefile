@@ -151,7 +151,7 @@ $(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(DIAGLIB) $(STATIC
 -include fuzz/fuzz.mk
 
 # What each object and program was built from, as the compiler saw it (see DEPFLAGS).
--include $(wildcard $(addsuffix /*.d,$(BUILD)/obj $(BUILD)/obj/* $(BUILD)/obj/*/* $(BUILD)/obj/*/*/* \
+-include $(wildcard $(addsuffix /*.d,$(BUILD)/obj $(BUILD)/obj/* $(BUILD)/obj/*/* $(BUILD)/obj/*/*/* $(BUILD)/obj/*/*/*/* \
                                       $(BUILD)/bin $(BUILD)/bench $(BUILD)/examples $(BUILD)/test $(BUILD)/test/*))
 
 test-build: lib tools examples $(TEST_BINS) $(SOFTROCE_BINS)
