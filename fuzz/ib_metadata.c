@@ -83,8 +83,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int d = 0; d < m.ndevs; d++)
       FUZZ_CHECK(m.foRecAddr != 0 && m.foRecRkeys[d] != 0, "records at 0x%llx, device %d rkey %u",
                  (unsigned long long)m.foRecAddr, d, m.foRecRkeys[d]);
-  if (m.devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY) /* eager.c sizes its ring slots by it */
-    FUZZ_CHECK(m.eagerSize >= 1 && m.eagerSize <= RAILNET_IB_EAGER_MAX_BYTES && m.eagerAddr != 0,
+  /* eager.c sizes its ring slots by it; a sender's credit words must be named (a receiver's
+   * pooled ring comes later, in a credit write) */
+  if (m.devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY)
+    FUZZ_CHECK(m.eagerSize >= 1 && m.eagerSize <= RAILNET_IB_EAGER_MAX_BYTES &&
+                   (m.eagerAddr != 0 || (wantNqps > 0 && (m.devs[0].flags & RAILNET_IB_FLAG_EAGER_POOL))),
                "eager size %u at 0x%llx", m.eagerSize, (unsigned long long)m.eagerAddr);
   (void)sum;
   return 0;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ extern "C" {
 #include "ibvwrap.h"
 #include "../../src/transport/net_ib/comm.h"
 #include "../../src/transport/net_ib/eager/eager.h"
+#include "../../src/transport/net_ib/eager/eager_pool.h"
 #include "../../src/transport/net_ib/init.h"
 #include "testing.h"
 }
@@ -60,14 +62,36 @@ std::map<std::string, long> verbsObjects() {
 
 class IbScaleTest : public IbTwoDevicesTest {
  protected:
-  // n comm pairs opened, a message of 8 bytes over each into a receive of posted bytes, all
-  // closed: fds and verbs objects back to where they were.
-  void openMoveClose(int n, size_t posted);
+  // n comm pairs opened, msgs messages of 8 bytes over each into receives of posted bytes
+  // (open: called before the close), all closed: fds and verbs objects back to where they were.
+  void openMoveClose(int n, size_t posted, int msgs = 1, const std::function<void()>& open = nullptr);
 };
 
-// At the defaults: eager messages on (each comm also registers a ring or bounce slots,
-// eager.h), and the 8-byte messages into 4096-byte receives go eagerly.
-TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) { openMoveClose(512, 4096); }
+// At the defaults: eager messages on. The first 8-byte message of each comm goes through its
+// clear-to-send and takes the receiver's ring from the eager pool (eager/eager_pool.h); the
+// second goes eagerly and takes the sender's bounce slots. Closing gives the pool's chunks
+// (memory and registrations) back.
+TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) { openMoveClose(512, 4096, 2); }
+
+// More comms than the pool holds (RAILNET_IB_EAGER_POOL=8 buffers per set of devices: 8 rings
+// on rxe1, 8 bounce slots on rxe0, for 64 comm pairs): the comms that find it at its bound keep
+// the clear-to-send protocol; every message arrives, no error, no WARN.
+TEST_F(IbScaleTest, APoolExhaustedByManyCommsFallsBackWithoutError) {
+  env.set("RAILNET_IB_EAGER_POOL", "8");
+  LogCapture cap;
+  struct railnetIbEagerPoolStats st0;
+  railnetIbEagerPoolGetStats(&st0);
+  openMoveClose(64, 4096, 4, [&]() {
+    struct railnetIbEagerPoolStats st;
+    railnetIbEagerPoolGetStats(&st);
+    EXPECT_EQ(st.inUse, st0.inUse + 16) << "8 rings and 8 bounce slots";
+    // every receive comm beyond the bound was refused a ring (their senders, told of no ring,
+    // never ask the pool: the 8 that were told took the 8 bounce slots)
+    EXPECT_GE(st.refused, st0.refused + (64 - 8)) << "the receive comms beyond the bound were not refused";
+  });
+  EXPECT_TRUE(LogCapture::contains("the eager pool is at its bound (RAILNET_IB_EAGER_POOL=8")) << LogCapture::all();
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+}
 
 // The clear-to-send protocol (RAILNET_IB_EAGER_SIZE=0): no ring, a clear-to-send per message.
 TEST_F(IbScaleTest, ClearToSendCommPairsCloseWithoutLeaks) {
@@ -75,7 +99,7 @@ TEST_F(IbScaleTest, ClearToSendCommPairsCloseWithoutLeaks) {
   openMoveClose(128, 8);
 }
 
-void IbScaleTest::openMoveClose(int n, size_t posted) {
+void IbScaleTest::openMoveClose(int n, size_t posted, int msgs, const std::function<void()>& open) {
   struct rlimit rl;
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
   if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)(4 * n)) RAILNET_SKIP("RLIMIT_NOFILE hard limit too low");
@@ -122,27 +146,39 @@ void IbScaleTest::openMoveClose(int n, size_t posted) {
     ASSERT_EQ(((struct ncclIbRecvComm*)rc[i])->eager != nullptr, eager) << "pair " << i;
   }
 
-  // a message over every pair
-  std::vector<void*> rr(n, nullptr), sr(n, nullptr);
-  for (int i = 0; i < n; i++) {
-    void* data = rbuf[i].data();
-    size_t size = posted;
-    int tag = i;
-    ASSERT_EQ(ib->irecv(rc[i], 1, &data, &size, &tag, &rmh[i], nullptr, &rr[i]), ncclSuccess);
-    ASSERT_NE(rr[i], nullptr);
+  // msgs messages over every pair, each pair's in turn (the receives posted first, tested
+  // while an isend is not taken, as NCCL's proxy does)
+  for (int m = 0; m < msgs; m++) {
+    std::vector<void*> rr(n, nullptr), sr(n, nullptr);
+    std::vector<int> rdone(n, 0), got(n, -1);
+    for (int i = 0; i < n; i++) {
+      void* data = rbuf[i].data();
+      size_t size = posted;
+      int tag = i;
+      ASSERT_EQ(ib->irecv(rc[i], 1, &data, &size, &tag, &rmh[i], nullptr, &rr[i]), ncclSuccess);
+      ASSERT_NE(rr[i], nullptr);
+    }
+    for (int i = 0; i < n; i++) {
+      sbuf[i][0] = (char)(m + 1);
+      while (sr[i] == nullptr && netNowNs() < deadline) {
+        ASSERT_EQ(ib->isend(sc[i], sbuf[i].data(), 8, i, smh[i], nullptr, &sr[i]), ncclSuccess);
+        if (sr[i] == nullptr && !rdone[i]) {
+          ASSERT_EQ(ib->test(rr[i], &rdone[i], &got[i]), ncclSuccess);
+        }
+      }
+      ASSERT_NE(sr[i], nullptr) << "message " << m << " pair " << i;
+    }
+    std::string err;
+    for (int i = 0; i < n; i++) {
+      ASSERT_TRUE(netWait(ib, sr[i], nullptr, deadline, &err)) << "send " << i << ": " << err;
+      if (!rdone[i]) {
+        ASSERT_TRUE(netWait(ib, rr[i], &got[i], deadline, &err)) << "receive " << i << ": " << err;
+      }
+      ASSERT_EQ(got[i], 8);
+      ASSERT_EQ(rbuf[i][0], (char)(m + 1)) << "message " << m << " pair " << i;
+    }
   }
-  for (int i = 0; i < n; i++) {
-    while (sr[i] == nullptr && netNowNs() < deadline)
-      ASSERT_EQ(ib->isend(sc[i], sbuf[i].data(), 8, i, smh[i], nullptr, &sr[i]), ncclSuccess);
-    ASSERT_NE(sr[i], nullptr);
-  }
-  std::string err;
-  for (int i = 0; i < n; i++) {
-    ASSERT_TRUE(netWait(ib, sr[i], nullptr, deadline, &err)) << "send " << i << ": " << err;
-    int got = -1;
-    ASSERT_TRUE(netWait(ib, rr[i], &got, deadline, &err)) << "receive " << i << ": " << err;
-    ASSERT_EQ(got, 8);
-  }
+  if (open) open();
 
   for (int i = 0; i < n; i++) {
     ASSERT_EQ(ib->deregMr(sc[i], smh[i]), ncclSuccess);

@@ -1,7 +1,8 @@
 // Eager messages' agreement in the connection metadata (src/transport/net_ib/eager/eager.c): a
-// receiver takes them only from a sender whose messages carry their tag
-// (RAILNET_IB_FLAG_EAGER_TAGS); an older railnet's tagless request (RAILNET_IB_FLAG_EAGER)
-// and a sender with RAILNET_IB_EAGER_SIZE=0 get the clear-to-send protocol, with an INFO saying why.
+// receiver takes them only from a sender whose rings come from the receiver's pool when needed
+// (RAILNET_IB_FLAG_EAGER_POOL); an older railnet's request (rings made at connect,
+// RAILNET_IB_FLAG_EAGER_TAGS; tagless, RAILNET_IB_FLAG_EAGER) and a sender with
+// RAILNET_IB_EAGER_SIZE=0 get the clear-to-send protocol, with an INFO saying why.
 // No device is touched on those paths: the comm is a zeroed struct, as before connect.
 #include "test_util.h"
 #include <string.h>
@@ -48,18 +49,25 @@ TEST_F(IbEagerMetaTest, AnOlderRailnetsTaglessEagerGetsTheClearToSendProtocol) {
   EXPECT_NE(log.find("no eager messages: the sender's railnet is older"), std::string::npos) << log;
 }
 
+TEST_F(IbEagerMetaTest, AnOlderRailnetsRingsMadeAtConnectGetTheClearToSendProtocol) {
+  std::string log = answer(RAILNET_IB_FLAG_EAGER_TAGS | RAILNET_IB_FLAG_EAGER_FO);
+  EXPECT_NE(log.find("no eager messages: the sender's railnet is older (its eager rings are made at connect"),
+            std::string::npos)
+      << log;
+}
+
 TEST_F(IbEagerMetaTest, ASenderWithEagerOffGetsTheClearToSendProtocol) {
   std::string log = answer(0);
   EXPECT_NE(log.find("the sender has them off (RAILNET_IB_EAGER_SIZE=0 there"), std::string::npos) << log;
 }
 
-TEST_F(IbEagerMetaTest, TheSenderAsksWithTagsAndItsSize) {
+TEST_F(IbEagerMetaTest, TheSenderAsksForPooledRingsWithItsSize) {
   struct ncclIbSendComm* sc = (struct ncclIbSendComm*)calloc(1, sizeof(struct ncclIbSendComm));
   ASSERT_NE(sc, nullptr);
   railnetIbEagerSendMeta(sc, &meta);
-  EXPECT_EQ(meta.devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY, RAILNET_IB_FLAG_EAGER_TAGS);
+  EXPECT_EQ(meta.devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY, RAILNET_IB_FLAG_EAGER_POOL);
   EXPECT_EQ(meta.eagerSize, 1024u);
-  EXPECT_EQ(meta.eagerAddr, (uint64_t)(uintptr_t)&sc->eagerReleased);
+  EXPECT_EQ(meta.eagerAddr, (uint64_t)(uintptr_t)&sc->eagerCredit);
   free(sc);
 }
 

@@ -8,6 +8,10 @@
 #include <atomic>
 #include "ib_data_fixture.h"
 #include "../../src/transport/net_ib/wrid.h"
+extern "C" {
+#include "../../src/transport/net_ib/comm.h"
+#include "../../src/transport/net_ib/eager/eager_pool.h"
+}
 
 namespace {
 
@@ -112,24 +116,29 @@ TEST_F(IbDataPath, MultiRecvMatchesByTag) {
     tags[i] = 10 + i;
   }
   void* rr = nullptr;
-  ASSERT_EQ(ib->irecv(rc, 3, data, posted, tags, rmh, nullptr, &rr), ncclSuccess);
-  ASSERT_NE(rr, nullptr);
-  int got[3] = {-1, -1, -1}, rdone = 0;
-  for (int i = 2; i >= 0; i--) {
-    sr[i] = isendNow(src[i], sizes[i], 10 + i, smh[i], rr, &rdone, got);
-    ASSERT_NE(sr[i], nullptr) << LogCapture::all();
+  for (int round = 0; round < 2; round++) {  // the comm's first irecvs: two multi-receives in a row
+    SCOPED_TRACE("multi-receive " + std::to_string(round));
+    rr = nullptr;
+    ASSERT_EQ(ib->irecv(rc, 3, data, posted, tags, rmh, nullptr, &rr), ncclSuccess);
+    ASSERT_NE(rr, nullptr);
+    int got[3] = {-1, -1, -1}, rdone = 0;
+    for (int i = 2; i >= 0; i--) {
+      sr[i] = isendNow(src[i], sizes[i], 10 + i, smh[i], rr, &rdone, got);
+      ASSERT_NE(sr[i], nullptr) << LogCapture::all();
+    }
+    if (!rdone) {
+      ASSERT_EQ(wait(rr, got), "") << LogCapture::all();
+    }
+    for (int i = 0; i < 3; i++) {
+      int sent = -1;
+      ASSERT_EQ(wait(sr[i], &sent), "");
+      EXPECT_EQ(sent, (int)sizes[i]);
+      EXPECT_EQ(got[i], (int)sizes[i]) << "buffer " << i;
+      EXPECT_EQ(check(dst[i], sizes[i], 10 + i), "") << "buffer " << i;
+      EXPECT_EQ(dst[i][sizes[i]], kGuard) << "buffer " << i;
+    }
   }
-  if (!rdone) {
-    ASSERT_EQ(wait(rr, got), "") << LogCapture::all();
-  }
-  for (int i = 0; i < 3; i++) {
-    int sent = -1;
-    ASSERT_EQ(wait(sr[i], &sent), "");
-    EXPECT_EQ(sent, (int)sizes[i]);
-    EXPECT_EQ(got[i], (int)sizes[i]) << "buffer " << i;
-    EXPECT_EQ(check(dst[i], sizes[i], 10 + i), "") << "buffer " << i;
-    EXPECT_EQ(dst[i][sizes[i]], kGuard) << "buffer " << i;
-  }
+  int got[3] = {-1, -1, -1};
   // and plain receives after it still work (a multi-receive ends eager messages: eager.h)
   void* d = dst[0];
   size_t sz = sizes[0];
@@ -141,6 +150,66 @@ TEST_F(IbDataPath, MultiRecvMatchesByTag) {
   ASSERT_EQ(wait(s, nullptr), "");
   EXPECT_EQ(check(dst[0], sizes[0], 99), "");
   EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+}
+
+// Multi-receives of eight tagged buffers from the comm's first irecv on, three in flight, each
+// group's isends in reverse tag order (the soft-RoCE IbP2pTest.MultiReceiveOfEightTaggedBuffers
+// plan): the comm never took a ring, so its eager messages end at the first one with no
+// exchange, and every group completes.
+TEST_F(IbDataPath, MultiReceivesBeforeAnyRingAllComplete) {
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  const int nb = NCCL_NET_IB_MAX_RECVS, groups = 6, window = 3;
+  auto sizeOf = [](int i) { return (size_t)(i * 4099 + i); };
+  std::vector<char*> src(groups * nb), dst(groups * nb);
+  std::vector<void*> smh(groups * nb), rmh(groups * nb);
+  for (int k = 0; k < groups * nb; k++) {
+    src[k] = buffer(sc, sizeOf(k % nb) + 1, &smh[k]);
+    dst[k] = buffer(rc, sizeOf(k % nb) + 64, &rmh[k]);
+    fill(src[k], sizeOf(k % nb), k);
+  }
+  std::vector<void*> rr(groups, nullptr), sr(groups * nb, nullptr);
+  std::vector<int> rdone(groups, 0), sdone(groups * nb, 0);
+  int nextRecv = 0, nextSend = 0, recvsDone = 0, sendsDone = 0;
+  long long deadline = netNowNs() + 10000000000LL;
+  LogCapture cap;
+  while ((recvsDone < groups || sendsDone < groups * nb) && netNowNs() < deadline) {
+    if (nextRecv < groups && nextRecv - recvsDone < window) {
+      void* data[nb];
+      size_t posted[nb];
+      int tags[nb];
+      for (int i = 0; i < nb; i++) {
+        data[i] = dst[nextRecv * nb + i];
+        posted[i] = sizeOf(i) + 64;
+        tags[i] = nextRecv * nb + i;
+      }
+      ASSERT_EQ(ib->irecv(rc, nb, data, posted, tags, &rmh[nextRecv * nb], nullptr, &rr[nextRecv]), ncclSuccess);
+      if (rr[nextRecv]) nextRecv++;
+    }
+    if (nextSend < nextRecv * nb) {  // each group's buffers in reverse tag order
+      int g = nextSend / nb, k = g * nb + (nb - 1 - nextSend % nb);
+      ASSERT_EQ(ib->isend(sc, src[k], sizeOf(k % nb), k, smh[k], nullptr, &sr[k]), ncclSuccess);
+      if (sr[k]) nextSend++;
+    }
+    for (int k = 0; k < groups * nb; k++) {
+      if (sr[k] == nullptr || sdone[k]) continue;
+      ASSERT_EQ(ib->test(sr[k], &sdone[k], nullptr), ncclSuccess) << LogCapture::all();
+      sendsDone += sdone[k];
+    }
+    for (int g = 0; g < nextRecv; g++) {
+      if (rdone[g]) continue;
+      int got[nb];
+      ASSERT_EQ(ib->test(rr[g], &rdone[g], got), ncclSuccess) << LogCapture::all();
+      if (!rdone[g]) continue;
+      recvsDone++;
+      for (int i = 0; i < nb; i++) {
+        EXPECT_EQ(got[i], (int)sizeOf(i)) << "group " << g << " buffer " << i;
+        EXPECT_EQ(check(dst[g * nb + i], sizeOf(i), g * nb + i), "") << "group " << g << " buffer " << i;
+      }
+    }
+  }
+  EXPECT_EQ(recvsDone, groups) << LogCapture::all();
+  EXPECT_EQ(sendsDone, groups * nb);
 }
 
 // The send queue holds 32 WRs (NCCL_NET_MAX_REQUESTS) and a multi-receive of 8 takes 9 (a
@@ -263,6 +332,78 @@ TEST_F(IbDataPath, EagerSendGoesBeforeTheReceive) {
   EXPECT_EQ(got, (int)n);
   EXPECT_EQ(check(dst, n, 77), "");
   EXPECT_EQ(dst[n], kGuard);
+}
+
+// The eager buffers come from the process's pool (eager/eager_pool.h) only when a comm's
+// first small message came: a stream of large messages takes none, on either side. The first
+// small message goes through its clear-to-send and takes the receiver's ring; the next one
+// goes eagerly and takes the sender's bounce slots. Closing gives both back.
+TEST_F(IbDataPath, EagerBuffersComeFromThePoolAtTheFirstSmallMessage) {
+  struct railnetIbEagerPoolStats st0, st;
+  railnetIbEagerPoolGetStats(&st0);
+  LogCapture cap;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  ASSERT_EQ(stream(40, 65536, 4, nullptr), "");
+  railnetIbEagerPoolGetStats(&st);
+  EXPECT_EQ(st.inUse, st0.inUse) << "large messages only, yet eager buffers were taken";
+  EXPECT_EQ(st.chunks, st0.chunks) << "large messages only, yet eager memory was registered";
+  void *smh, *rmh;
+  char* src = buffer(sc, 100, &smh);
+  char* dst = buffer(rc, 100, &rmh);
+  void* sr = nullptr;
+  for (int k = 0; k < 3 && sr == nullptr; k++) {  // (an isend before the ring is named waits)
+    ASSERT_EQ(ib->isend(sc, src, 100, 0, smh, nullptr, &sr), ncclSuccess);
+  }
+  EXPECT_EQ(sr, nullptr) << "the first small message went eagerly without a ring";
+  for (int k = 0; k < 3; k++) {
+    fill(src, 100, k);
+    void* d = dst;
+    size_t sz = 100;
+    int tag = 0;
+    void* rr = nullptr;
+    ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+    int rdone = 0;
+    sr = isendNow(src, 100, 0, smh, rr, &rdone);
+    ASSERT_NE(sr, nullptr);
+    if (k > 0) {
+      EXPECT_EQ(((struct ncclIbRequest*)sr)->type, NCCL_NET_IB_REQ_EAGER) << "message " << k;
+    }
+    ASSERT_EQ(wait(sr, nullptr), "");
+    if (!rdone) {
+      ASSERT_EQ(wait(rr, nullptr), "") << LogCapture::all();
+    }
+    ASSERT_EQ(check(dst, 100, k), "");
+    railnetIbEagerPoolGetStats(&st);
+    EXPECT_EQ(st.inUse, st0.inUse + (k == 0 ? 1 : 2)) << "after message " << k << ": the ring, then the bounce slots";
+  }
+  closeAll();
+  railnetIbEagerPoolGetStats(&st);
+  EXPECT_EQ(st.inUse, st0.inUse) << "closed comms kept eager buffers";
+  EXPECT_EQ(st.chunks, st0.chunks) << "a chunk with all its buffers back was kept";
+}
+
+// At the pool's bound (RAILNET_IB_EAGER_POOL=1; both ends on one device, so one pool) the
+// receiver takes the one buffer and the sender finds none: its small messages keep the
+// clear-to-send protocol (asking with a request-to-send where no entry comes), every byte
+// arrives, no error; the INFO names the setting, the refusal is counted.
+TEST_F(IbDataPath, APoolAtItsBoundKeepsTheClearToSendPath) {
+  env.set("RAILNET_IB_EAGER_POOL", "1");
+  railnetParamReset();
+  struct railnetIbEagerPoolStats st0, st;
+  railnetIbEagerPoolGetStats(&st0);
+  LogCapture cap;
+  connect(dev0, dev0);
+  ASSERT_NE(sc, nullptr);
+  ASSERT_EQ(stream(60, 100, 4, nullptr), "") << LogCapture::all();
+  railnetIbEagerPoolGetStats(&st);
+  EXPECT_EQ(st.inUse, st0.inUse + 1);
+  EXPECT_GT(st.refused, st0.refused);
+  EXPECT_TRUE(LogCapture::contains("the eager pool is at its bound (RAILNET_IB_EAGER_POOL=1")) << LogCapture::all();
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
+  closeAll();
+  env.set("RAILNET_IB_EAGER_POOL", nullptr);
+  railnetParamReset();
 }
 
 TEST_F(IbDataPath, WithoutEagerTheSendWaitsForTheReceive) {

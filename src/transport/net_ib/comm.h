@@ -143,11 +143,9 @@ struct ncclIbSendComm {
   struct ncclIbNetCommBase base;
   /* written by the receiver */
   struct ncclIbSendFifo fifo[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
-  /* written by the receiver of an eager comm (eager.h): fifo positions it delivered; in the
-   * fifo's registration */
-  volatile uint64_t eagerReleased __attribute__((aligned(64)));
-  volatile uint64_t eagerMode;         /* ... and, lazy, its clear-to-send mode (eager.c modeUpdate) */
-  volatile uint64_t eagerModeFrom;
+  /* written by the receiver of an eager comm (eager/eager.h): fifo positions it delivered, its
+   * clear-to-send mode and its ring; in the fifo's registration */
+  volatile struct railnetIbEagerCredit eagerCredit __attribute__((aligned(64))); /* and its ring (wire.h) */
   struct railnetIbEagerSend* eager;    /* NULL: no eager messages */
   /* the sizes of a multi-send, written into the receiver's records */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];

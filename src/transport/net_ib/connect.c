@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "conn_stage.h"
 #include "devices.h"
+#include "eager/eager.h"
 #include "qp.h"
 #include "setup.h"
 #include "routing.h"
@@ -360,12 +361,13 @@ ncclResult_t ncclIbAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
 /* What a comm's messages cost (bench/ib.sh reads it: work per message). */
 static void workReport(struct ncclIbNetCommBase* base) {
   if (base == NULL || base->work.msgs == 0) return;
-  char peer[SOCKET_NAME_MAXLEN];
+  char peer[SOCKET_NAME_MAXLEN], eager[160];
   double m = (double)base->work.msgs;
+  railnetIbEagerReport(base, eager, sizeof(eager));
   INFO(NCCL_NET, "NET/IB : %s comm with %s closed: %llu messages, %llu work requests posted, %llu completions polled "
-       "(%.2f and %.2f per message)", base->isSend ? "send" : "receive", railnetIbPeerStr(base, peer),
+       "(%.2f and %.2f per message)%s", base->isSend ? "send" : "receive", railnetIbPeerStr(base, peer),
        (unsigned long long)base->work.msgs, (unsigned long long)base->work.wrs, (unsigned long long)base->work.cqes,
-       (double)base->work.wrs / m, (double)base->work.cqes / m);
+       (double)base->work.wrs / m, (double)base->work.cqes / m, eager);
 }
 
 ncclResult_t ncclIbCloseSend(void* sendComm) {

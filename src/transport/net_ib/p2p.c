@@ -144,7 +144,7 @@ ncclResult_t ncclIbIsend(void* sendComm, void* data, size_t size, int tag, void*
   if (eager == RAILNET_IB_EAGER_BAD_CREDIT) {
     char peer[SOCKET_NAME_MAXLEN];
     WARN("NET/IB : %s reports more eager positions delivered (%llu) than were sent (%llu): not a railnet peer, or "
-         "a broken one", railnetIbPeerStr(base, peer), (unsigned long long)comm->eagerReleased,
+         "a broken one", railnetIbPeerStr(base, peer), (unsigned long long)comm->eagerCredit.released,
          (unsigned long long)base->fifoHead);
     railnetIbCommFail(base);
     return ncclRemoteError;

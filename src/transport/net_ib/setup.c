@@ -208,7 +208,7 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     /* the fifo and, after it, the eager credit word (eager.h) */
-    size_t fifoBytes = (size_t)((char*)&comm->eagerModeFrom + sizeof(comm->eagerModeFrom) - (char*)comm->fifo);
+    size_t fifoBytes = (size_t)((char*)&comm->eagerCredit + sizeof(comm->eagerCredit) - (char*)comm->fifo);
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->fifo, fifoBytes,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
     NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->sizes, sizeof(comm->sizes), IBV_ACCESS_LOCAL_WRITE));

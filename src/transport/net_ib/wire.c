@@ -41,8 +41,10 @@ ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, co
       return ncclRemoteError;
     }
   }
+  /* a pooled ring comes later (its address 0 in the receiver's answer); a sender's credit words must be there */
+  int noAddrOk = wantNqps > 0 && (m->devs[0].flags & RAILNET_IB_FLAG_EAGER_POOL);
   if ((m->devs[0].flags & RAILNET_IB_FLAG_EAGER_ANY) &&
-      (m->eagerSize < 1 || m->eagerSize > RAILNET_IB_EAGER_MAX_BYTES || m->eagerAddr == 0)) {
+      (m->eagerSize < 1 || m->eagerSize > RAILNET_IB_EAGER_MAX_BYTES || (m->eagerAddr == 0 && !noAddrOk))) {
     WARN("NET/IB : peer %s sent invalid eager settings: %u bytes (1..%d), address 0x%llx", peer, m->eagerSize,
          RAILNET_IB_EAGER_MAX_BYTES, (unsigned long long)m->eagerAddr);
     return ncclRemoteError;

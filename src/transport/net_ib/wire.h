@@ -69,7 +69,29 @@ extern "C" {
  * position, every eager write is signaled and written again when lost with a port). A
  * receiver of a failover comm agrees to eager messages only with it. */
 #define RAILNET_IB_FLAG_EAGER_FO 0x40
-#define RAILNET_IB_FLAG_EAGER_ANY (RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_TAGS)
+/* ncclIbDevInfo.flags of either side's first device, instead of RAILNET_IB_FLAG_EAGER_TAGS:
+ * eager messages whose ring the receiver takes from its pool (eager/eager_pool.h) only when
+ * its first small messages are about to go eagerly. The sender asks (its size in eagerSize, its
+ * credit words at eagerAddr), the receiver agrees (the smaller size; eagerAddr and the eagerRkeys
+ * 0: no ring yet). Until the receiver's credit write (struct railnetIbEagerCredit) names a
+ * ring, every irecv writes its clear-to-send (the sender holds its mode "every irecv from
+ * position 0" from the start) and no message goes eagerly. A railnet with TAGS only (rings
+ * made at connect) gets no eager messages from this one, and the reverse. */
+#define RAILNET_IB_FLAG_EAGER_POOL 0x80
+#define RAILNET_IB_FLAG_EAGER_ANY (RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_TAGS | RAILNET_IB_FLAG_EAGER_POOL)
+
+/* The receiver's credit write (RAILNET_IB_FLAG_EAGER_POOL), one RDMA write of 64 bytes into the
+ * sender's fifo registration at its eagerAddr: the fifo positions delivered, the clear-to-send
+ * mode ((position << 1) | every irecv from there writes one; RAILNET_IB_EAGER_CLOSING), where
+ * the last "every" period began, the ring's rkey per device of the receiver and the ring's
+ * address (0: no ring yet; the words before it are written in the same write). */
+struct railnetIbEagerCredit {
+  uint64_t released;
+  uint64_t mode;
+  uint64_t modeFrom;
+  uint32_t ringRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint64_t ringAddr;
+};
 
 /* The head of an eager message in its ring slot; its bytes follow. */
 struct railnetIbEagerHdr {
@@ -158,6 +180,8 @@ _Static_assert(offsetof(struct ncclIbConnectionMetadata, eagerAddr) ==
                    40 + NCCL_IB_MAX_DEVS_PER_NIC * 40 + NCCL_IB_MAX_QPS * 28 + MAX_MERGED_DEV_NAME - 16,
                "connection metadata: version 3 layout");
 _Static_assert(sizeof(struct railnetIbEagerHdr) == 8, "eager message header: 8 bytes");
+_Static_assert(sizeof(struct railnetIbEagerCredit) == 64 && offsetof(struct railnetIbEagerCredit, ringAddr) == 56,
+               "eager credit write: 64 bytes, the ring's address last");
 _Static_assert(sizeof(struct ncclIbQpInfo) == 28, "connection metadata (QP): version 1 layout");
 _Static_assert(offsetof(struct ncclIbConnectionMetadata, devs) == 40, "connection metadata: version 1 layout");
 _Static_assert(sizeof(struct ncclIbConnectionMetadata) ==
@@ -208,7 +232,8 @@ _Static_assert(sizeof(struct railnetIbFoMsg) == 40 + RAILNET_IB_FIFO_SLOTS * 16,
 /* A connect handle, before anything is read from it beyond its bytes (WARN, ncclInvalidArgument). */
 ncclResult_t railnetIbCheckHandle(const struct ncclIbHandle* h);
 /* A metadata block received from peer (WARN naming the peer on any problem, ncclRemoteError);
- * wantNqps > 0: it must announce that many QPs. */
+ * wantNqps > 0: it must announce that many QPs (the receiver's answer to this sender: its
+ * eager ring may be 0, RAILNET_IB_FLAG_EAGER_POOL); 0: a sender's (its credit words must be named). */
 ncclResult_t railnetIbCheckMetadata(const struct ncclIbConnectionMetadata* m, const char* peer, int wantNqps);
 /* Copy the clear-to-send entries of fifo slot `slots` (NCCL_NET_IB_MAX_RECVS entries as the
  * receiver RDMA-wrote them) for fifo position pos into copy, once all of them have arrived:

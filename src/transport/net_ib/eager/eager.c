@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "eager.h"
 #include "eager_int.h"
 #include "debug.h"
@@ -37,38 +36,38 @@ RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 
 int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_SIZE]); }
 
-/* The ring (receiver) or bounce slots (sender) for messages of at most size bytes (the agreed
- * size: both ends lay the slots out alike, the header and size bytes rounded up to 64), pages
- * of its own (munmap gives them back at close, no heap holes), registered on every device of
- * base. */
-/* This side's buffer (the bounce slots, or the ring and the credit word), registered on each
- * device of the comm, into c; on failure what was made is released. */
-static void eagerRelease(struct railnetIbEager* c) {
-  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
-    if (c->mrs[d]) wrap_ibv_dereg_mr(c->mrs[d]);
-  if (c->buf) munmap(c->buf, c->bytes);
-}
-
-static ncclResult_t eagerAlloc(struct ncclIbNetCommBase* base, int access, uint32_t size, struct railnetIbEager* c) {
+/* The layout of a side's buffer for messages of at most size bytes (the agreed size: both ends
+ * lay the slots out alike, the header and size bytes rounded up to 64): the slots, then the
+ * credit words (struct railnetIbEagerCredit). The buffer itself comes later (eagerTake). */
+static void eagerLayout(struct railnetIbEager* c, uint32_t size) {
   c->size = size;
   c->stride = (uint32_t)((size + HDR_BYTES + 63u) & ~(size_t)63u);
-  c->bytes = ((size_t)RAILNET_IB_EAGER_SLOTS * c->stride + 64 + 4095) & ~(size_t)4095;
-  void* p = mmap(NULL, c->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    WARN("NET/IB : out of memory for an eager ring (%zu bytes): %s", c->bytes, strerror(errno));
-    c->buf = NULL;
-    return ncclSystemError;
+  c->bytes = (size_t)RAILNET_IB_EAGER_SLOTS * c->stride + sizeof(struct railnetIbEagerCredit);
+}
+
+/* Takes this side's buffer from the pool, once: *got 0 when the pool is at its bound (said
+ * once per comm at INFO, counted). */
+static ncclResult_t eagerTake(struct ncclIbNetCommBase* base, struct railnetIbEager* c, int* got) {
+  *got = c->buf != NULL;
+  if (*got) return ncclSuccess;
+  NCCLCHECK(railnetIbEagerPoolTake(base, c->bytes, &c->pool, got));
+  if (*got) {
+    c->buf = c->pool.buf;
+    return ncclSuccess;
   }
-  c->buf = (uint8_t*)p;
-  for (int d = 0; d < base->vProps.ndevs; d++) {
-    ncclResult_t r = wrap_ibv_reg_mr(&c->mrs[d], base->devs[d].pd, c->buf, c->bytes, access);
-    if (r != ncclSuccess) {
-      eagerRelease(c);
-      memset(c, 0, sizeof(*c));
-      return r;
-    }
+  if (c->refused++ == 0) {
+    char peer[SOCKET_NAME_MAXLEN];
+    INFO(NCCL_NET, "NET/IB : %s comm with %s: the eager pool is at its bound (RAILNET_IB_EAGER_POOL=%d buffers in use "
+         "on these devices): its small messages keep the clear-to-send protocol; raise RAILNET_IB_EAGER_POOL for "
+         "eager messages on more comms", base->isSend ? "send" : "receive", railnetIbPeerStr(base, peer),
+         railnetIbEagerPoolMax());
   }
   return ncclSuccess;
+}
+
+static void eagerRelease(struct railnetIbEager* c) {
+  railnetIbEagerPoolGive(&c->pool); /* (after the comm's QPs, which may still read or write it) */
+  c->buf = NULL;
 }
 
 void railnetIbEagerSendFree(struct railnetIbEagerSend* e) {
@@ -87,37 +86,31 @@ void railnetIbEagerRecvFree(struct railnetIbEagerRecv* e) {
 void railnetIbEagerSendMeta(struct ncclIbSendComm* comm, struct ncclIbConnectionMetadata* meta) {
   int size = railnetIbEagerSize();
   if (size <= 0) return;
-  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_TAGS | RAILNET_IB_FLAG_EAGER_FO;
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_POOL | RAILNET_IB_FLAG_EAGER_FO;
   meta->eagerSize = (uint32_t)size;
-  meta->eagerAddr = (uint64_t)(uintptr_t)&comm->eagerReleased;
+  meta->eagerAddr = (uint64_t)(uintptr_t)&comm->eagerCredit;
 }
 
 ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* rem,
                                        const char* peer) {
   struct ncclIbNetCommBase* base = &comm->base;
   if (railnetIbEagerSize() <= 0) return ncclSuccess;
-  if (!(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_TAGS)) {
+  if (!(rem->devs[0].flags & RAILNET_IB_FLAG_EAGER_POOL)) {
     INFO(NCCL_NET, "NET/IB : send comm to %s: no eager messages (the receiver did not agree: see its log)", peer);
     return ncclSuccess;
   }
   struct railnetIbEagerSend* se = NULL;
   NCCLCHECK(RAILNET_CALLOC(&se, 1, "IB eager state"));
-  ncclResult_t r = eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE, rem->eagerSize, &se->c);
-  if (r != ncclSuccess) {
-    free(se);
-    return r;
-  }
+  eagerLayout(&se->c, rem->eagerSize);
   comm->eager = se;
-  comm->eager->c.remAddr = rem->eagerAddr;
-  comm->eager->c.fo = base->fo != NULL;
+  se->c.fo = base->fo != NULL;
   railnetIbFoSetClient(base, &railnetIbEagerFoClient);
-  comm->eager->closeQp = -1;
-  for (int d = 0; d < rem->ndevs; d++) comm->eager->remRkeys[d] = rem->devs[d].eagerRkey;
-  comm->eagerReleased = 0;
-  comm->eagerMode = 0;
-  comm->eagerModeFrom = 0;
+  se->closeQp = -1;
+  memset((void*)&comm->eagerCredit, 0, sizeof(comm->eagerCredit));
+  comm->eagerCredit.mode = 1; /* every irecv from position 0 writes its clear-to-send, until a ring */
   INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly; larger ones ask for their "
-       "clear-to-send when it is not there%s", peer, comm->eager->c.size,
+       "clear-to-send when it is not there; the first small one waits for its clear-to-send (the receiver then "
+       "takes a ring from its eager pool)%s", peer, se->c.size,
        base->fo ? "; with port failover (each eager write signaled, written again when lost with a port)" : "");
   return ncclSuccess;
 }
@@ -141,10 +134,10 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   int mine = railnetIbEagerSize();
   if (mine <= 0) return ncclSuccess;
   int flags = rem->devs[0].flags;
-  const char* no = (flags & RAILNET_IB_FLAG_EAGER_TAGS) ? eagerRefusal(comm, flags)
-                   : (flags & RAILNET_IB_FLAG_EAGER)
-                       ? "the sender's railnet is older (its eager messages carry no tag); run the same railnet at "
-                         "both ends"
+  const char* no = (flags & RAILNET_IB_FLAG_EAGER_POOL) ? eagerRefusal(comm, flags)
+                   : (flags & (RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_TAGS))
+                       ? "the sender's railnet is older (its eager rings are made at connect, or its messages carry "
+                         "no tag); run the same railnet at both ends"
                        : "the sender has them off (RAILNET_IB_EAGER_SIZE=0 there, or a railnet without them)";
   if (no) {
     INFO(NCCL_NET, "NET/IB : receive comm with %s: no eager messages: %s", peer, no);
@@ -153,29 +146,44 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   uint32_t size = (uint32_t)mine < rem->eagerSize ? (uint32_t)mine : rem->eagerSize;
   struct railnetIbEagerRecv* e = NULL;
   NCCLCHECK(RAILNET_CALLOC(&e, 1, "IB eager state"));
-  ncclResult_t r = eagerAlloc(base, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, size, &e->c);
-  if (r != ncclSuccess) {
-    free(e);
-    return r;
-  }
+  eagerLayout(&e->c, size);
   comm->eager = e;
-  e->c.remAddr = rem->eagerAddr; /* the sender's credit word */
+  e->c.remAddr = rem->eagerAddr; /* the sender's credit words */
   e->c.fo = base->fo != NULL;
+  /* no ring yet: every irecv writes its clear-to-send (as if a sender had asked) until the
+   * small messages in a row take one from the pool (railnetIbEagerDelivered) */
+  e->asked = 1;
+  e->mode = e->modeTold = 1;
   railnetIbFoSetClient(base, &railnetIbEagerFoClient);
   int forced = !comm->prepost;
   if (!comm->prepost) { /* receive WRs kept posted, completions in the order of each QP */
     comm->prepost = 1;
     for (int q = 0; q < base->nqps; q++) NCCLCHECK(railnetIbPostRecvs(base, base->qps[q].qp, RAILNET_IB_FIFO_SLOTS));
   }
-  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_TAGS;
+  meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_POOL;
   meta->eagerSize = e->c.size;
-  meta->eagerAddr = (uint64_t)(uintptr_t)e->c.buf;
-  for (int d = 0; d < base->vProps.ndevs; d++) meta->devs[d].eagerRkey = e->c.mrs[d]->rkey;
+  meta->eagerAddr = 0; /* the ring comes in a credit write (wire.h railnetIbEagerCredit) */
   INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots; no "
-       "clear-to-send while the messages are small%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
+       "clear-to-send while the messages are small; the ring is taken from the eager pool at the first small "
+       "message (RAILNET_IB_EAGER_POOL)%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
        forced ? "; receive work requests pre-posted for them after all" : "",
        e->c.fo ? "; with port failover (positions in the immediates, repeats dropped)" : "");
   return ncclSuccess;
+}
+
+/* Sender: once the receiver's credit write named its ring, takes the bounce slots from the
+ * pool (1: they are there). Refused at the pool's bound, it tries again RAILNET_IB_EAGER_RETRY_MAX
+ * positions later; meanwhile its small messages ask for a clear-to-send as GPU memory does. */
+static int sendTake(struct ncclIbSendComm* comm) {
+  struct railnetIbEagerSend* e = comm->eager;
+  struct ncclIbNetCommBase* base = &comm->base;
+  if (!railnetIbEagerRingKnown(comm) || base->fifoHead < e->c.retryAt) return 0;
+  int got = 0;
+  if (eagerTake(base, &e->c, &got) != ncclSuccess || !got) { /* (a failed registration: WARN said so) */
+    e->c.retryAt = base->fifoHead + RAILNET_IB_EAGER_RETRY_MAX;
+    return 0;
+  }
+  return 1;
 }
 
 int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType) {
@@ -184,6 +192,7 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   /* the CPU copies the bytes into the bounce slot: host memory only (GPU memory goes the
    * clear-to-send way, straight from the NIC) */
   if (!railnetIbEagerSendOpen(e) || size > e->c.size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
+  if (e->c.buf == NULL && !sendTake(comm)) return 0; /* no ring, or no bounce slots */
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   /* the receiver announced this position already: its buffer takes the bytes directly */
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
@@ -192,8 +201,9 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   /* the ring full (the receiver has not taken them, or is gone: the signaled writes fail
    * then) or a send queue full (the message's, and split, its marks'): its completions are
    * to be polled */
-  if (base->fifoHead >= comm->eagerReleased + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
-  if (comm->eagerReleased > base->fifoHead) return RAILNET_IB_EAGER_BAD_CREDIT;
+  uint64_t released = comm->eagerCredit.released;
+  if (base->fifoHead >= released + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
+  if (released > base->fifoHead) return RAILNET_IB_EAGER_BAD_CREDIT;
   int s = (int)(base->fifoHead % RAILNET_IB_EAGER_SLOTS);
   /* failover: the last write into this ring slot (maybe one written again) has not completed */
   if (e->c.fo && (e->slotReq[s] || ((e->resend | e->resendOut) >> s & 1))) return -1 - base->qps[e->slotQp[s]].devIndex;
@@ -216,7 +226,7 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   struct railnetIbEagerHdr hdr = {(uint32_t)tag, (uint32_t)size};
   memcpy(slot, &hdr, sizeof(hdr));
   if (size) memcpy(slot + HDR_BYTES, data, size);
-  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->c.mrs[qp->devIndex]->lkey};
+  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->c.pool.mrs[qp->devIndex]->lkey};
   /* failover: signaled, the request done when it completed (eager_fo.c) */
   uint64_t wrId = e->c.fo ? railnetIbWrIdEagerFo(pos) : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, (uint32_t)size), wrId));
@@ -251,19 +261,21 @@ ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int mem
   *pollDev = -1;
   if (!railnetIbEagerSendOpen(e) || e->rtsSent == pos + 1) return ncclSuccess;
   /* the receiver's mode (modeUpdate): every irecv from position mode >> 1 on writes its
-   * clear-to-send (bit 0 set), or the ones from eagerModeFrom up to it did: no request
+   * clear-to-send (bit 0 set), or the ones from eagerCredit.modeFrom up to it did: no request
    * where one comes anyway */
-  uint64_t mode = comm->eagerMode & ~RAILNET_IB_EAGER_CLOSING, to = mode >> 1;
-  if ((mode & 1) ? pos >= to : pos >= comm->eagerModeFrom && pos < to) return ncclSuccess;
+  uint64_t mode = comm->eagerCredit.mode & ~RAILNET_IB_EAGER_CLOSING, to = mode >> 1;
+  if ((mode & 1) ? pos >= to : pos >= comm->eagerCredit.modeFrom && pos < to) return ncclSuccess;
+  if (!railnetIbEagerRingKnown(comm)) return ncclSuccess; /* (the mode came, its ring not yet: later) */
   struct ncclIbQp* qp = railnetIbEagerQp(base, pos);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   if (!railnetIbQpRoom(base, qp, 1)) { /* its completions free it */
     *pollDev = qp->devIndex;
     return ncclSuccess;
   }
-  /* a small message whose memory cannot go eagerly (railnetIbEagerCanSend): the receiver
-   * tries less often; small host memory only found the ring full */
-  uint32_t small = size <= e->c.size && memType != NCCL_PTR_HOST ? RAILNET_IB_EAGER_RTS_SMALL : 0;
+  /* a small message whose memory cannot go eagerly (railnetIbEagerCanSend), or that found
+   * no bounce slots in the pool: the receiver tries less often; small host memory only found
+   * the ring full */
+  uint32_t small = size <= e->c.size && (memType != NCCL_PTR_HOST || e->c.buf == NULL) ? RAILNET_IB_EAGER_RTS_SMALL : 0;
   NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, NULL, railnetIbEagerImm(e, pos, RAILNET_IB_EAGER_RTS | small), 0));
   e->rtsSent = pos + 1;
   e->c.rtsCount++;
@@ -284,6 +296,24 @@ static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
   return railnetIbEagerTell(comm, 0);
 }
 
+/* Receiver: the comm's first small message came (through a clear-to-send), or small messages
+ * came that way long enough after larger ones: the next ones may come eagerly, into a ring
+ * taken from the pool at the first (its first credit write names it). At the pool's bound
+ * they keep coming through a clear-to-send, and the next try waits twice as many. */
+static ncclResult_t recvTake(struct ncclIbRecvComm* comm) {
+  struct railnetIbEagerRecv* e = comm->eager;
+  int got = 0;
+  if (!e->c.closed && !e->c.closing) NCCLCHECK(eagerTake(&comm->base, &e->c, &got));
+  e->smallRun = 0;
+  if (got) {
+    e->small = 1;
+    return ncclSuccess;
+  }
+  int after = e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY;
+  e->retryAfter = after * 2 < RAILNET_IB_EAGER_RETRY_MAX ? after * 2 : RAILNET_IB_EAGER_RETRY_MAX;
+  return ncclSuccess;
+}
+
 ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, size_t size) {
   struct railnetIbEagerRecv* e = comm->eager;
   /* after the close the positions from the sender's close on take no ring slot */
@@ -294,11 +324,12 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
   if (size > e->c.size) {
     e->small = 0;
     e->smallRun = 0;
-  } else if (!e->small && ++e->smallRun >= (e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY)) {
-    e->small = 1;
+  } else if (!e->small && ((e->c.buf == NULL && e->c.refused == 0) ||
+                            ++e->smallRun >= (e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY))) {
+    NCCLCHECK(recvTake(comm)); /* the first small message takes the ring, the next ones go eagerly */
   }
-  NCCLCHECK(modeUpdate(comm));
-  return railnetIbEagerRelease(comm, id);
+  NCCLCHECK(railnetIbEagerRelease(comm, id)); /* first: a credit write for the mode carries it */
+  return modeUpdate(comm);
 }
 
 /* The message in ring slot s is for receive r: its header agrees with the immediate's size and
@@ -335,6 +366,7 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
   comm->eager->asked = 0;
   comm->eager->retryAfter = 0; /* this sender's memory goes eagerly */
+  comm->eager->eagerIn++;
   NCCLCHECK(modeUpdate(comm));
   /* the irecv counted a completion per QP its chunks would take (split over QPs: every QP);
    * the message is all here, the marks of the other QPs settle nothing */

@@ -85,8 +85,9 @@ ncclResult_t railnetIbEagerCheckLate(struct ncclIbRecvComm* comm, struct ncclIbR
 ncclResult_t railnetIbEagerRts(struct ncclIbSendComm* comm, size_t size, int memType, int* pollDev);
 /* Receiver: whether an irecv of n buffers is queued (railnetIbEagerQueue) rather than posted:
  * a multi-receive on an open comm, and every irecv from then on while the close is not
- * through, irecvs are queued before it, or messages from before it wait for irecvs. */
-int railnetIbEagerQueues(const struct railnetIbEagerRecv* e, int n);
+ * through, irecvs are queued before it, or messages from before it wait for irecvs. A
+ * multi-receive on a comm without a ring yet closes its eager messages at once (not queued). */
+int railnetIbEagerQueues(struct railnetIbEagerRecv* e, int n);
 /* ... whether one more fits (queued and posted irecvs together at most RAILNET_IB_FIFO_SLOTS,
  * NCCL's limit of requests in flight): if not, irecv returns no request (later). */
 int railnetIbEagerQueueRoom(const struct ncclIbRecvComm* comm);
@@ -129,6 +130,9 @@ ncclResult_t railnetIbEagerFoRetell(struct ncclIbRecvComm* comm);
 /* Receiver: a NIC copy (wr_id RAILNET_IB_EAGER_COPY) failed on device d: made again on a
  * device left (ncclSuccess), or the comm fails. */
 ncclResult_t railnetIbEagerFoCopyFailed(struct ncclIbRecvComm* comm, int d, const struct ibv_wc* wc);
+/* "; eager: ..." for the comm's close INFO: messages that went (sender) or came (receiver)
+ * eagerly, whether a buffer was taken from the pool, takes the pool refused. */
+void railnetIbEagerReport(const struct ncclIbNetCommBase* base, char* out, size_t len);
 /* Frees a side's eager state (NULL: nothing). */
 void railnetIbEagerSendFree(struct railnetIbEagerSend* e);
 void railnetIbEagerRecvFree(struct railnetIbEagerRecv* e);

@@ -39,7 +39,8 @@ ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) 
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEagerSend* e = comm->eager;
   *pollDev = -1;
-  if (!railnetIbEagerSendOpen(e) || !(comm->eagerMode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
+  if (!railnetIbEagerSendOpen(e) || !(comm->eagerCredit.mode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
+  if (!railnetIbEagerRingKnown(comm)) return ncclSuccess; /* (asked before its ring was seen: later) */
   struct ncclIbQp* qp = railnetIbEagerQp(base, base->fifoHead);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   if (!railnetIbQpRoom(base, qp, 1)) { /* its completions free it */
@@ -166,9 +167,18 @@ int railnetIbEagerQueueRoom(const struct ncclIbRecvComm* comm) {
   return used < RAILNET_IB_FIFO_SLOTS;
 }
 
-int railnetIbEagerQueues(const struct railnetIbEagerRecv* e, int n) {
+int railnetIbEagerQueues(struct railnetIbEagerRecv* e, int n) {
   if (e == NULL) return 0;
-  if (!e->c.closing) return n > 1;
+  if (!e->c.closing) {
+    if (e->c.closed) return 0; /* closed at once, before its ring: nothing is ever queued */
+    if (n > 1 && e->c.buf == NULL) {
+      /* no ring yet: no message came or comes eagerly (the sender waits for one), so the close
+       * needs no exchange: the comm takes none from now on, the irecv goes as any other */
+      e->c.closed = 1;
+      return 0;
+    }
+    return n > 1;
+  }
   if (!e->c.closed || e->pendCount > 0) return 1;
   for (int s = 0; s < RAILNET_IB_EAGER_SLOTS; s++) /* messages from before the close still held */
     if (e->arrived[s]) return 1;

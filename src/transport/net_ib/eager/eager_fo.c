@@ -116,7 +116,7 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
     uint8_t* slot = SLOT(e, s); /* still holds it: the slot is written anew only once it was delivered */
     struct railnetIbEagerHdr hdr;
     memcpy(&hdr, slot, sizeof(hdr));
-    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->c.mrs[qp->devIndex]->lkey};
+    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->c.pool.mrs[qp->devIndex]->lkey};
     NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, hdr.size),
                                       railnetIbWrIdEagerFo(pos)));
     struct ncclIbRequest* r = e->slotReq[s];

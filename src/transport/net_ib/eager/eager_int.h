@@ -9,11 +9,14 @@
 #include "../wire.h"
 
 /* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->c.stride bytes each: a railnetIbEagerHdr, then the
- * message's bytes) and the receiver's credit words after the last one. */
+ * message's bytes) and the receiver's credit words after the last one (wire.h). */
 #define SLOT(e, s) ((e)->c.buf + (size_t)(s) * (e)->c.stride)
 #define HDR_BYTES sizeof(struct railnetIbEagerHdr)
-#define CREDIT_WORD(e) ((volatile uint64_t*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
+#define CREDIT_WORD(e) ((volatile struct railnetIbEagerCredit*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
 
+/* Sender: whether the receiver's credit write named its ring yet (RAILNET_IB_FLAG_EAGER_POOL);
+ * once it did, e->c.remAddr and e->remRkeys are its address and rkeys. No ring write before. */
+int railnetIbEagerRingKnown(struct ncclIbSendComm* comm);
 /* Sender: writes sge (NULL: no bytes) with immediate imm into ring slot pos %
  * RAILNET_IB_EAGER_SLOTS of the receiver on qp; signaled when wrId is not 0 (it then carries
  * wrId's bits too), else one in RAILNET_IB_EAGER_SIGNAL. */

@@ -3,6 +3,7 @@
  * and failover (eager_fo.c) code: the sender's ring writes, the receiver's credit writes and
  * NIC copies, the QPs they take.
  */
+#include <stdio.h>
 #include <string.h>
 #include "eager.h"
 #include "eager_int.h"
@@ -28,6 +29,17 @@ ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q) {
   struct ncclIbNetCommBase* base = &comm->base;
   if (railnetIbQpGone(base, q)) return ncclSuccess;
   return railnetIbPostRecvs(base, base->qps[q].qp, 1);
+}
+
+/* Sender (eager_int.h): learns the receiver's ring from its credit words. */
+int railnetIbEagerRingKnown(struct ncclIbSendComm* comm) {
+  struct railnetIbEagerSend* e = comm->eager;
+  if (e->c.remAddr) return 1;
+  uint64_t ring = comm->eagerCredit.ringAddr; /* (written last: the rkeys before it are there) */
+  if (ring == 0) return 0;
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) e->remRkeys[d] = comm->eagerCredit.ringRkeys[d];
+  e->c.remAddr = ring;
+  return 1;
 }
 
 /* An eager message, a request-to-send or the close (eager_int.h). Unsignaled writes leave the
@@ -63,17 +75,20 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
 ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEagerRecv* e = comm->eager;
+  if (e->c.buf == NULL) return ncclSuccess; /* no ring yet: nothing to tell (the mode is "every irecv") */
   if (!force && e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
   /* failover: on the QP of the last ones while it is there (a write on another QP could
    * land before one still on its way), else on the one standing in for it */
   struct ncclIbQp* qp = railnetIbQpLive(base, &base->qps[e->tellQp]);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   e->tellQp = (int)(qp - base->qps);
-  volatile uint64_t* word = CREDIT_WORD(e);
-  word[0] = e->released;
-  word[1] = e->mode; /* lazy: the sender's eagerMode and eagerModeFrom (each word lands whole) */
-  word[2] = e->everyFrom;
-  struct ibv_sge sge = {(uintptr_t)word, 3 * sizeof(uint64_t), e->c.mrs[qp->devIndex]->lkey};
+  volatile struct railnetIbEagerCredit* word = CREDIT_WORD(e);
+  word->released = e->released;
+  word->mode = e->mode; /* lazy: the sender's mode and where its period began (each word lands whole) */
+  word->modeFrom = e->everyFrom;
+  for (int d = 0; d < base->vProps.ndevs; d++) word->ringRkeys[d] = e->c.pool.mrs[d]->rkey;
+  word->ringAddr = (uint64_t)(uintptr_t)e->c.buf; /* last: the sender takes the ring once it is not 0 */
+  struct ibv_sge sge = {(uintptr_t)word, sizeof(struct railnetIbEagerCredit), e->c.pool.mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -118,7 +133,7 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
   struct ncclIbCommDev* cd = &base->devs[d];
   struct railnetIbEagerRecv* e = comm->eager;
   if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
-  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->c.mrs[d]->lkey};
+  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->c.pool.mrs[d]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -144,3 +159,23 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
 int railnetIbEagerSendOpen(const struct railnetIbEagerSend* e) { return e != NULL && !e->c.closed; }
 int railnetIbEagerRecvOpen(const struct railnetIbEagerRecv* e) { return e != NULL && !e->c.closed; }
 int railnetIbEagerClosing(const struct railnetIbEagerRecv* e) { return e != NULL && e->c.closing; }
+
+/* "; eager: ..." for the comm's close INFO (connect.c): how many messages went or came eagerly,
+ * whether the comm took a buffer from the pool, how often the pool refused one. */
+void railnetIbEagerReport(const struct ncclIbNetCommBase* base, char* out, size_t len) {
+  const struct railnetIbEager* c = NULL;
+  uint64_t n = 0;
+  if (base->isSend && ((const struct ncclIbSendComm*)base)->eager) {
+    c = &((const struct ncclIbSendComm*)base)->eager->c;
+    n = ((const struct ncclIbSendComm*)base)->eager->sent;
+  } else if (!base->isSend && ((const struct ncclIbRecvComm*)base)->eager) {
+    c = &((const struct ncclIbRecvComm*)base)->eager->c;
+    n = ((const struct ncclIbRecvComm*)base)->eager->eagerIn;
+  }
+  if (c == NULL) {
+    snprintf(out, len, "; eager: off");
+    return;
+  }
+  snprintf(out, len, "; eager: %llu message(s) eagerly, %s, %llu take(s) refused at RAILNET_IB_EAGER_POOL",
+           (unsigned long long)n, c->buf ? "a buffer from the pool" : "no buffer taken", (unsigned long long)c->refused);
+}

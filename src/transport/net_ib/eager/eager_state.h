@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "../comm.h"
 #include "eager.h"
+#include "eager_pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,9 +31,13 @@ struct railnetIbEagerPending {
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
   uint32_t stride;                     /* bytes per ring / bounce slot: header and size rounded up to 64 */
-  size_t bytes;                        /* buf's length (the slots, the credit words, whole pages) */
-  uint8_t* buf;                        /* sender: bounce slots; receiver: the ring, then the credit word */
-  struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
+  size_t bytes;                        /* buf's length (the slots, then the credit words) */
+  /* sender: bounce slots; receiver: the ring, then the credit words; taken from the pool
+   * (eager_pool.h) when the first small messages are about to go eagerly: NULL until then */
+  uint8_t* buf;
+  struct railnetIbEagerBuf pool;       /* buf and its registration per device (pool.mrs) */
+  uint64_t refused;                    /* takes the pool refused (at RAILNET_IB_EAGER_POOL) */
+  uint64_t retryAt;                    /* ... sender: the position from which it tries again */
   uint64_t remAddr;                    /* sender: the receiver's ring; receiver: the sender's credit word */
   int fo;                              /* port failover on for this comm (eager_fo.c) */
   /* the close (a multi-receive): sender: closed once it wrote it; receiver: closing once it
@@ -68,6 +73,7 @@ struct railnetIbEagerRecv {
   uint64_t doneMask;                   /* bit i: position released + i delivered */
   uint64_t told;                       /* the count last written to the sender */
   uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
+  uint64_t eagerIn;                    /* messages that came eagerly, delivered */
   int small;                           /* lazy: irecvs write no clear-to-send now */
   int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
   int retryAfter;                      /* lazy: how many of those before trying (0: RAILNET_IB_EAGER_RETRY) */
