@@ -210,6 +210,7 @@ TEST_F(IbDataPath, MultiReceivesBeforeAnyRingAllComplete) {
   }
   EXPECT_EQ(recvsDone, groups) << LogCapture::all();
   EXPECT_EQ(sendsDone, groups * nb);
+  EXPECT_FALSE(LogCapture::contains("asking the sender to end its eager messages")) << "a close exchange, with no ring";
 }
 
 // The send queue holds 32 WRs (NCCL_NET_MAX_REQUESTS) and a multi-receive of 8 takes 9 (a

@@ -80,11 +80,15 @@ extern "C" {
 #define RAILNET_IB_FLAG_EAGER_POOL 0x80
 #define RAILNET_IB_FLAG_EAGER_ANY (RAILNET_IB_FLAG_EAGER | RAILNET_IB_FLAG_EAGER_TAGS | RAILNET_IB_FLAG_EAGER_POOL)
 
-/* The receiver's credit write (RAILNET_IB_FLAG_EAGER_POOL), one RDMA write of 64 bytes into the
- * sender's fifo registration at its eagerAddr: the fifo positions delivered, the clear-to-send
- * mode ((position << 1) | every irecv from there writes one; RAILNET_IB_EAGER_CLOSING), where
- * the last "every" period began, the ring's rkey per device of the receiver and the ring's
- * address (0: no ring yet; the words before it are written in the same write). */
+/* The receiver's credit words (RAILNET_IB_FLAG_EAGER_POOL), 64 bytes of the sender's fifo
+ * registration at its eagerAddr: the fifo positions delivered, the clear-to-send mode
+ * ((position << 1) | every irecv from there writes one; RAILNET_IB_EAGER_CLOSING), where the
+ * last "every" period began (the credit write: the first 24 bytes), then the ring's rkey per
+ * device of the receiver and its address (the grant write: the last 40 bytes). The grant write
+ * goes once, on the QP of the credit writes, before the first credit write, and again before a
+ * failover's retold credit write; the sender's mode word is 1 (every irecv from position 0)
+ * until a credit write landed, so a mode word other than 1 says the grant landed before it
+ * (writes on one QP are placed in order; the bytes of one write are not). */
 struct railnetIbEagerCredit {
   uint64_t released;
   uint64_t mode;

@@ -50,7 +50,7 @@ static void eagerLayout(struct railnetIbEager* c, uint32_t size) {
 static ncclResult_t eagerTake(struct ncclIbNetCommBase* base, struct railnetIbEager* c, int* got) {
   *got = c->buf != NULL;
   if (*got) return ncclSuccess;
-  NCCLCHECK(railnetIbEagerPoolTake(base, c->bytes, &c->pool, got));
+  NCCLCHECK(railnetIbEagerPoolTake(base, c->bytes, !base->isSend, &c->pool, got));
   if (*got) {
     c->buf = c->pool.buf;
     return ncclSuccess;
@@ -303,7 +303,8 @@ static ncclResult_t modeUpdate(struct ncclIbRecvComm* comm) {
 static ncclResult_t recvTake(struct ncclIbRecvComm* comm) {
   struct railnetIbEagerRecv* e = comm->eager;
   int got = 0;
-  if (!e->c.closed && !e->c.closing) NCCLCHECK(eagerTake(&comm->base, &e->c, &got));
+  /* (memory or a registration failed: WARN said so; as a refusal, the comm goes on without) */
+  if (!e->c.closed && !e->c.closing && eagerTake(&comm->base, &e->c, &got) != ncclSuccess) got = 0;
   e->smallRun = 0;
   if (got) {
     e->small = 1;
@@ -485,6 +486,12 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
     WARN("NET/IB : eager write from %s (immediate 0x%x) on QP %d, which does not take it when messages are split "
          "over QPs or the comm fails over: the peer is not this railnet version or is broken",
          ncclSocketToString(&base->sock.addr, peer, 1), imm, q);
+    return ncclRemoteError;
+  }
+  if (e->c.buf == NULL) { /* no ring was named: nothing can come eagerly */
+    WARN("NET/IB : eager write from %s (immediate 0x%x) on a comm that named no eager ring to it: the peer is not "
+         "this railnet version or is broken; run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
+         ncclSocketToString(&base->sock.addr, peer, 1), imm);
     return ncclRemoteError;
   }
   if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id, (imm & RAILNET_IB_EAGER_RTS_SMALL) != 0);

@@ -16,10 +16,10 @@ enum { P_POOL };
 static const railnetParam poolParams[] = {
     [P_POOL] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_POOL", RAILNET_IB_EAGER_POOL_DEFAULT, 1, 1 << 20,
                                      "IB: the most eager buffers (a receive comm's ring, a send comm's bounce "
-                                     "slots: 16 x (RAILNET_IB_EAGER_SIZE + 8) bytes each, rounded up to 64) in use "
-                                     "per set of devices (a vDevice's) in a process; registered 8 at a time when "
-                                     "a comm's first small messages are about to go eagerly. A comm that finds the "
-                                     "pool at this bound keeps the clear-to-send protocol for every message"),
+                                     "slots: 16 slots of RAILNET_IB_EAGER_SIZE + 8 bytes rounded up to 64, and 64 "
+                                     "bytes of credit words) in use per set of devices (a vDevice's) in a process; "
+                                     "registered 8 at a time when a comm's first small message came. A comm that "
+                                     "finds the pool at this bound keeps the clear-to-send protocol"),
 };
 RAILNET_PARAM_TABLE("net_ib/eager_pool", poolParams);
 
@@ -30,6 +30,7 @@ struct railnetIbEagerChunk {
   int ndevs;
   int ibDevN[NCCL_IB_MAX_DEVS_PER_NIC]; /* the set of devices: each registration's */
   size_t bytes;                         /* per buffer */
+  int remote;                           /* rings (remote write) or bounce slots */
   uint8_t* base;
   size_t mapBytes;
   struct ibv_mr* mrs[NCCL_IB_MAX_DEVS_PER_NIC];
@@ -59,11 +60,13 @@ static void chunkFree(struct railnetIbEagerChunk* c) {
 
 /* A chunk of RAILNET_IB_EAGER_POOL_CHUNK buffers of bytes each, pages of its own (munmap gives
  * them back), registered on each device of base through the device's shared PD. */
-static ncclResult_t chunkNew(struct ncclIbNetCommBase* base, size_t bytes, struct railnetIbEagerChunk** out) {
+static ncclResult_t chunkNew(struct ncclIbNetCommBase* base, size_t bytes, int remote,
+                             struct railnetIbEagerChunk** out) {
   struct railnetIbEagerChunk* c = NULL;
   NCCLCHECK(RAILNET_CALLOC(&c, 1, "IB eager pool chunk"));
   c->ndevs = base->vProps.ndevs;
   c->bytes = bytes;
+  c->remote = remote;
   c->mapBytes = (bytes * RAILNET_IB_EAGER_POOL_CHUNK + 4095) & ~(size_t)4095;
   void* p = mmap(NULL, c->mapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -73,7 +76,7 @@ static ncclResult_t chunkNew(struct ncclIbNetCommBase* base, size_t bytes, struc
     return ncclSystemError;
   }
   c->base = (uint8_t*)p;
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  int access = IBV_ACCESS_LOCAL_WRITE | (remote ? IBV_ACCESS_REMOTE_WRITE : 0);
   for (int d = 0; d < c->ndevs; d++) {
     struct ibv_pd* pd = NULL;
     c->ibDevN[d] = base->devs[d].ibDevN;
@@ -104,8 +107,8 @@ static void take(struct railnetIbEagerChunk* c, struct railnetIbEagerBuf* out) {
   stats.inUse++;
 }
 
-ncclResult_t railnetIbEagerPoolTake(struct ncclIbNetCommBase* base, size_t bytes, struct railnetIbEagerBuf* out,
-                                    int* got) {
+ncclResult_t railnetIbEagerPoolTake(struct ncclIbNetCommBase* base, size_t bytes, int remote,
+                                    struct railnetIbEagerBuf* out, int* got) {
   bytes = (bytes + 63) & ~(size_t)63;
   memset(out, 0, sizeof(*out));
   *got = 0;
@@ -116,11 +119,12 @@ ncclResult_t railnetIbEagerPoolTake(struct ncclIbNetCommBase* base, size_t bytes
   for (struct railnetIbEagerChunk* c = chunks; c; c = c->next) {
     if (!sameDevs(c, base)) continue;
     inUse += __builtin_popcount(c->used);
-    if (room == NULL && c->bytes == bytes && c->used != (1u << RAILNET_IB_EAGER_POOL_CHUNK) - 1) room = c;
+    if (room == NULL && c->bytes == bytes && c->remote == remote && c->used != (1u << RAILNET_IB_EAGER_POOL_CHUNK) - 1)
+      room = c;
   }
   if (inUse >= railnetIbEagerPoolMax()) {
     stats.refused++;
-  } else if (room == NULL && (r = chunkNew(base, bytes, &room)) == ncclSuccess) {
+  } else if (room == NULL && (r = chunkNew(base, bytes, remote, &room)) == ncclSuccess) {
     room->next = chunks;
     chunks = room;
     stats.chunks++;

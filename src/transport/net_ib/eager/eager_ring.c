@@ -3,6 +3,7 @@
  * and failover (eager_fo.c) code: the sender's ring writes, the receiver's credit writes and
  * NIC copies, the QPs they take.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "eager.h"
@@ -35,7 +36,10 @@ ncclResult_t railnetIbEagerRepost(struct ncclIbRecvComm* comm, int q) {
 int railnetIbEagerRingKnown(struct ncclIbSendComm* comm) {
   struct railnetIbEagerSend* e = comm->eager;
   if (e->c.remAddr) return 1;
-  uint64_t ring = comm->eagerCredit.ringAddr; /* (written last: the rkeys before it are there) */
+  /* no credit write yet (the mode set at connect): the grant write before it may not have landed */
+  if (comm->eagerCredit.mode == 1) return 0;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the grant's words are read after the mode word */
+  uint64_t ring = comm->eagerCredit.ringAddr;
   if (ring == 0) return 0;
   for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++) e->remRkeys[d] = comm->eagerCredit.ringRkeys[d];
   e->c.remAddr = ring;
@@ -68,6 +72,29 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
   return ncclSuccess;
 }
 
+/* The ring's address and rkeys into the sender's credit words (wire.h railnetIbEagerCredit): an
+ * unsignaled write on qp, just before a credit write on it, whose completion ends it. */
+static ncclResult_t grantWrite(struct ncclIbRecvComm* comm, struct ncclIbQp* qp, volatile struct railnetIbEagerCredit* word) {
+  struct ncclIbNetCommBase* base = &comm->base;
+  struct railnetIbEagerRecv* e = comm->eager;
+  for (int d = 0; d < base->vProps.ndevs; d++) word->ringRkeys[d] = e->c.pool.mrs[d]->rkey;
+  word->ringAddr = (uint64_t)(uintptr_t)e->c.buf;
+  size_t off = offsetof(struct railnetIbEagerCredit, ringRkeys);
+  struct ibv_sge sge = {(uintptr_t)word + off, (uint32_t)(sizeof(*word) - off), e->c.pool.mrs[qp->devIndex]->lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = e->c.remAddr + off;
+  wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
+  wr.wr_id = railnetIbWrIdEager(0, 0);
+  NCCLCHECK(wrap_ibv_post_send(qp->qp, &wr, &bad));
+  base->work.wrs++;
+  e->grantTold = 1;
+  return ncclSuccess;
+}
+
 /* Tells the sender the positions delivered in order, once half the ring is free again;
  * signaled (the completion also ends the unsignaled clear-to-send writes before it). On QP 0
  * (under failover: until it is gone): writes on one QP land in order, so the count the sender
@@ -83,12 +110,12 @@ ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   e->tellQp = (int)(qp - base->qps);
   volatile struct railnetIbEagerCredit* word = CREDIT_WORD(e);
+  if (force || !e->grantTold) NCCLCHECK(grantWrite(comm, qp, word));
   word->released = e->released;
   word->mode = e->mode; /* lazy: the sender's mode and where its period began (each word lands whole) */
   word->modeFrom = e->everyFrom;
-  for (int d = 0; d < base->vProps.ndevs; d++) word->ringRkeys[d] = e->c.pool.mrs[d]->rkey;
-  word->ringAddr = (uint64_t)(uintptr_t)e->c.buf; /* last: the sender takes the ring once it is not 0 */
-  struct ibv_sge sge = {(uintptr_t)word, sizeof(struct railnetIbEagerCredit), e->c.pool.mrs[qp->devIndex]->lkey};
+  struct ibv_sge sge = {(uintptr_t)word, offsetof(struct railnetIbEagerCredit, ringRkeys),
+                        e->c.pool.mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;

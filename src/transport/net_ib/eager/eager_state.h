@@ -74,6 +74,7 @@ struct railnetIbEagerRecv {
   uint64_t told;                       /* the count last written to the sender */
   uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
   uint64_t eagerIn;                    /* messages that came eagerly, delivered */
+  int grantTold;                       /* the ring's grant write went (eager_ring.c) */
   int small;                           /* lazy: irecvs write no clear-to-send now */
   int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
   int retryAfter;                      /* lazy: how many of those before trying (0: RAILNET_IB_EAGER_RETRY) */
