@@ -198,10 +198,14 @@ static void closeAll(struct side* s) {
   }
 }
 
-/* SCALE_BENCH_SMAPS=DIR: /proc/self/smaps into DIR/smaps.ROLE.N.WHEN (what grew, by mapping) */
+/* SCALE_BENCH_SMAPS=DIR: /proc/self/smaps into DIR/smaps.ROLE.N.WHEN (what grew, by mapping), and
+ * malloc's view on stderr (heap in use, and freed but kept: resident all the same) */
 static void dumpSmaps(const struct side* s, const char* when) {
   const char* dir = getenv("SCALE_BENCH_SMAPS");
   if (dir == NULL) return;
+  struct mallinfo2 mi = mallinfo2();
+  fprintf(stderr, "scale_bench: %s %s: malloc in use %zu KiB, free in the heap %zu KiB, mmapped %zu KiB\n", role, when,
+          mi.uordblks >> 10, mi.fordblks >> 10, mi.hblkhd >> 10);
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "cat /proc/%d/smaps > %s/smaps.%s.%d.%s", (int)getpid(), dir, role, s->n, when);
   if (system(cmd) != 0) fprintf(stderr, "scale_bench: %s failed\n", cmd);

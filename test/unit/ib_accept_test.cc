@@ -1,5 +1,6 @@
 // The IB transport's edges over the loopback fake (ib_data_fixture.h): what a stranger at the
 // listen port and an oversized message get.
+#include <malloc.h>
 #include <memory>
 #include <vector>
 #include "ib_data_fixture.h"
@@ -169,6 +170,36 @@ TEST_F(IbEdges, MoreSilentStrangersThanSlotsAreDroppedAndTheRealPeerConnects) {
       << "the real peer got in before the 8 slots were freed?\n" << LogCapture::all();
   EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
   for (auto& s : strangers) ncclSocketClose(s.get());
+}
+
+// A listener's slot that waits for a connection holds a socket, not a comm: NCCL keeps a listen
+// comm per peer and channel until the connection is there (and a benchmark keeps them open),
+// so an idle slot's comm (21 KiB) and metadata (9 KiB) were resident for every one. 32
+// listeners, accept called on each with nobody connecting: under 2 KiB of heap each (the
+// listen comm and its slot); then a peer connects to one of them and its messages arrive.
+TEST_F(IbEdges, AListenerWaitingForAConnectionHoldsNoComm) {
+  const int n = 32;
+  std::vector<void*> lcs(n, nullptr);
+  std::vector<std::vector<char>> handles(n, std::vector<char>(NCCL_NET_HANDLE_MAXSIZE));
+  size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < n; i++) {
+    ASSERT_EQ(ib->listen(ctx, dev1, handles[i].data(), &lcs[i]), ncclSuccess);
+    for (int k = 0; k < 3; k++) {
+      void* rcomm = nullptr;
+      ASSERT_EQ(ib->accept(lcs[i], &rcomm, nullptr), ncclSuccess);
+      ASSERT_EQ(rcomm, nullptr);
+    }
+  }
+  size_t after = mallinfo2().uordblks;
+  EXPECT_LT((after - before) / n, (size_t)2048) << "bytes of heap per idle listener";
+  lc = lcs[n - 1];
+  lcs[n - 1] = nullptr;
+  ASSERT_TRUE(netConnectPair(ib, ctx, dev0, handles[n - 1].data(), lc, &sc, &rc, 20000)) << LogCapture::all();
+  EXPECT_EQ(stream(4, 3000, 2, nullptr), "");
+  for (void* l : lcs) {
+    if (l == nullptr) continue;
+    EXPECT_EQ(ib->closeListen(l), ncclSuccess);
+  }
 }
 
 }  // namespace

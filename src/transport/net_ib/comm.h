@@ -44,7 +44,7 @@ struct ncclIbQp {
   int eceSupported;
   int sqPosted;                        /* sender: work requests posted and not yet completed */
   uint8_t eagerUnsig;                  /* sender: unsignaled eager writes since the last signaled WR */
-  uint8_t ctsUnsig;                    /* receiver of an eager comm: unsignaled writes since a signaled one */
+  uint8_t ctsUnsig;                    /* receiver: unsignaled clear-to-send writes since a signaled write */
   uint8_t gone;                        /* port failover took it out of use (qp.h: the QP set's own) */
 };
 

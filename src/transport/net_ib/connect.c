@@ -12,9 +12,11 @@
  * registry, keyed by the handle. A peer whose metadata fails the checks is refused with a
  * WARN naming it; the listener keeps working.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "connect.h"
 #include "comm.h"
 #include "conn_stage.h"
@@ -35,21 +37,50 @@ enum ibStageState {
   STAGE_RECV_READY   /* acceptor */
 };
 
+/* the two ends' connection metadata, while a connection is set up (9 KiB: allocated once a
+ * connection is there, never for a listener's slot that waits for one) */
+struct ncclIbStageMeta {
+  struct ncclIbConnectionMetadata local, remote;
+};
+
+/* Mapped, not from the heap: NCCL sets up a communicator's comms all at once, so the heap
+ * would hold every comm's metadata at the same time, between the comms, and keep those pages
+ * resident after they are freed (9 KiB per comm measured, bench/scale.sh). */
+static ncclResult_t stageMetaAlloc(struct ncclIbStageMeta** out) {
+  void* p = mmap(NULL, sizeof(**out), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    WARN("NET/IB : out of memory for a connection's metadata (%zu bytes): %s", sizeof(**out), strerror(errno));
+    *out = NULL;
+    return ncclSystemError;
+  }
+  *out = (struct ncclIbStageMeta*)p;
+  return ncclSuccess;
+}
+
+static void stageMetaFree(struct ncclIbStageMeta* m) {
+  if (m) munmap(m, sizeof(*m));
+}
+
 struct ncclIbCommStage {
   struct railnetConnStage link;        /* connector: in the registry, keyed by the handle; link.state: the step */
   struct ncclIbHandle handle;          /* connector: what the handle held */
   int offset;
   int ready;
   uint64_t stageNs;                    /* acceptor: when the step waiting on the peer began */
-  struct ncclIbNetCommBase* comm;
-  struct ncclIbConnectionMetadata local, remote;
+  struct ncclSocket sock;              /* acceptor: the connection until it is taken (then the comm's) */
+  struct ncclIbNetCommBase* comm;      /* acceptor: NULL until a connection is taken */
+  struct ncclIbStageMeta* m;
 };
 
-static void stageDrop(struct railnetConnStage* s) {
-  struct ncclIbCommStage* st = (struct ncclIbCommStage*)s;
-  railnetIbCommFree(st->comm);
+/* Frees a stage, its metadata and its half-made comm (or, before the comm, its socket). */
+static void stageFree(struct ncclIbCommStage* st) {
+  if (st->comm) railnetIbCommFree(st->comm);
+  else if (st->sock.fd >= 0) ncclSocketClose(&st->sock);
+  stageMetaFree(st->m);
   free(st);
 }
+
+static void stageDrop(struct railnetConnStage* s) { stageFree((struct ncclIbCommStage*)s); }
 
 static struct railnetConnStages connectStages = RAILNET_CONN_STAGES_INIT("NET/IB", stageDrop);
 
@@ -115,8 +146,10 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
                                ncclSocketToString(&hc.connectAddr, peer, 1));
     NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB connect state"));
     memcpy(&st->handle, &hc, sizeof(st->handle));
-    res = railnetIbCommAlloc(1, &st->comm);
+    res = stageMetaAlloc(&st->m);
+    if (res == ncclSuccess) res = railnetIbCommAlloc(1, &st->comm);
     if (res != ncclSuccess) {
+      stageMetaFree(st->m);
       free(st);
       return res;
     }
@@ -135,27 +168,27 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     NCCLCHECKGOTO(ncclSocketReady(&base->sock, &ready), res, fail);
     if (!ready) return ncclSuccess;
     railnetSocketSetPeerTimeout(base->sock.fd); /* a receiver host that vanishes ends the wait */
-    NCCLCHECKGOTO(railnetIbSendCommSetup(ctx, comm, &st->local), res, fail);
+    NCCLCHECKGOTO(railnetIbSendCommSetup(ctx, comm, &st->m->local), res, fail);
     st->link.state = STAGE_SEND_META;
     st->offset = 0;
   }
   if (st->link.state == STAGE_SEND_META) {
-    NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset,
+    NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->m->local, sizeof(st->m->local), &st->offset,
                                      &closed), res, fail);
     if (closed) goto peerClosed;
-    if (st->offset < (int)sizeof(st->local)) return ncclSuccess;
+    if (st->offset < (int)sizeof(st->m->local)) return ncclSuccess;
     st->link.state = STAGE_RECV_META;
     st->offset = 0;
   }
   if (st->link.state == STAGE_RECV_META) {
-    NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->remote, sizeof(st->remote), &st->offset,
+    NCCLCHECKGOTO(ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->m->remote, sizeof(st->m->remote), &st->offset,
                                      &closed), res, fail);
     if (closed) goto peerClosed;
-    if (st->offset < (int)sizeof(st->remote)) return ncclSuccess;
+    if (st->offset < (int)sizeof(st->m->remote)) return ncclSuccess;
     railnetIbPeerStr(base, peer);
-    NCCLCHECKGOTO(railnetIbCheckMetadata(&st->remote, peer, base->nqps), res, fail);
-    railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
-    NCCLCHECKGOTO(railnetIbSendCommConnect(comm, &st->local, &st->remote, peer), res, fail);
+    NCCLCHECKGOTO(railnetIbCheckMetadata(&st->m->remote, peer, base->nqps), res, fail);
+    railnetIbCheckRailLocal(&base->vProps, &st->m->remote, peer);
+    NCCLCHECKGOTO(railnetIbSendCommConnect(comm, &st->m->local, &st->m->remote, peer), res, fail);
     st->link.state = STAGE_SEND_READY;
     st->offset = 0;
     st->ready = 1;
@@ -172,6 +205,7 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
        base->splitDataOnQps ? ", data split across QPs" : "");
   *sendComm = comm;
   railnetConnStageRemove(&connectStages, &st->link);
+  stageMetaFree(st->m);
   free(st);
   return ncclSuccess;
 peerClosed:
@@ -179,9 +213,8 @@ peerClosed:
        st->link.state);
   res = ncclRemoteError;
 fail:
-  railnetIbCommFree(st->comm);
   railnetConnStageRemove(&connectStages, &st->link);
-  free(st);
+  stageFree(st);
   return res;
 }
 
@@ -189,9 +222,7 @@ fail:
 
 /* Drop connection i being accepted (bad peer); the listener keeps listening. */
 static void acceptDrop(struct ncclIbListenComm* lc, int i) {
-  struct ncclIbCommStage* st = lc->stages[i];
-  railnetIbCommFree(st->comm);
-  free(st);
+  stageFree(lc->stages[i]);
   lc->stages[i] = NULL;
 }
 
@@ -214,18 +245,26 @@ static void acceptWait(struct ncclIbListenComm* lc, int i, const char* peer, con
   acceptDrop(lc, i);
 }
 
-/* The state of the next connection to accept, in STAGE_ACCEPT, in slot i. */
+/* The state of the next connection to accept, in STAGE_ACCEPT, in slot i: a socket only (the
+ * comm and the metadata come with a connection, so that an idle listener costs little). */
 static ncclResult_t acceptStageNew(struct ncclIbListenComm* lc, int i) {
   struct ncclIbCommStage* st;
   NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB accept state"));
-  ncclResult_t r = railnetIbCommAlloc(0, &st->comm);
-  if (r != ncclSuccess) {
-    free(st);
-    return r;
-  }
-  st->comm->vDev = lc->dev;
+  st->sock.fd = -1;
+  st->sock.acceptFd = -1;
   st->link.state = STAGE_ACCEPT;
   lc->stages[i] = st;
+  return ncclSuccess;
+}
+
+/* Connection i passed its handshake: its comm (which takes over the socket) and metadata. */
+static ncclResult_t acceptTaken(struct ncclIbListenComm* lc, int i) {
+  struct ncclIbCommStage* st = lc->stages[i];
+  NCCLCHECK(stageMetaAlloc(&st->m));
+  NCCLCHECK(railnetIbCommAlloc(0, &st->comm));
+  st->comm->vDev = lc->dev;
+  st->comm->sock = st->sock;
+  st->sock.fd = -1;
   return ncclSuccess;
 }
 
@@ -233,7 +272,7 @@ static ncclResult_t acceptStageNew(struct ncclIbListenComm* lc, int i) {
 static int acceptWaitsForOne(const struct ncclIbListenComm* lc, int i) {
   const struct ncclIbCommStage* st = lc->stages[i];
   return st != NULL && st->link.state == STAGE_ACCEPT &&
-         (st->comm->sock.state == ncclSocketStateNone || st->comm->sock.state == ncclSocketStateAccepting);
+         (st->sock.state == ncclSocketStateNone || st->sock.state == ncclSocketStateAccepting);
 }
 
 /* One step of connection i's setup, as far as it goes without waiting. *moved: a connection
@@ -241,44 +280,48 @@ static int acceptWaitsForOne(const struct ncclIbListenComm* lc, int i) {
  * comm, when its setup is done. */
 static ncclResult_t acceptProgress(struct ncclIbListenComm* lc, int i, int* moved, void** recvComm) {
   struct ncclIbCommStage* st = lc->stages[i];
-  struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
-  struct ncclIbNetCommBase* base = &comm->base;
   char peer[SOCKET_NAME_MAXLEN];
   int closed = 0;
   ncclResult_t r;
   if (st->link.state == STAGE_ACCEPT) {
     int waited = acceptWaitsForOne(lc, i);
-    NCCLCHECK(ncclSocketAccept(&base->sock, &lc->sock));
+    NCCLCHECK(ncclSocketAccept(&st->sock, &lc->sock));
     if (waited && !acceptWaitsForOne(lc, i)) *moved = 1;
     int ready = 0;
-    if (ncclSocketReady(&base->sock, &ready) != ncclSuccess) {
+    if (ncclSocketReady(&st->sock, &ready) != ncclSuccess) {
       INFO(NCCL_NET, "NET/IB : a connection to the listener failed its handshake; dropped it");
       acceptDrop(lc, i);
       *moved = 1;
       return ncclSuccess;
     }
     if (!ready) return ncclSuccess;
-    railnetSocketSetPeerTimeout(base->sock.fd); /* a sender host that vanishes fails the comm */
+    railnetSocketSetPeerTimeout(st->sock.fd); /* a sender host that vanishes fails the comm */
+    if ((r = acceptTaken(lc, i)) != ncclSuccess) {
+      acceptDrop(lc, i);
+      return r;
+    }
     acceptStep(st, STAGE_RECV_META);
   }
+  struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
+  struct ncclIbNetCommBase* base = &comm->base;
   railnetIbPeerStr(base, peer);
   if (st->link.state == STAGE_RECV_META) {
-    r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->remote, sizeof(st->remote), &st->offset, &closed);
+    r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->m->remote, sizeof(st->m->remote), &st->offset, &closed);
     if (r != ncclSuccess || closed) {
       WARN("NET/IB : peer %s closed the connection after %d of %zu bytes of connection metadata; refused it", peer,
-           st->offset, sizeof(st->remote));
+           st->offset, sizeof(st->m->remote));
       goto drop;
     }
-    if (st->offset < (int)sizeof(st->remote)) {
-      acceptWait(lc, i, peer, "its connection metadata came", st->offset, sizeof(st->remote));
+    if (st->offset < (int)sizeof(st->m->remote)) {
+      acceptWait(lc, i, peer, "its connection metadata came", st->offset, sizeof(st->m->remote));
       return ncclSuccess;
     }
-    if (railnetIbCheckMetadata(&st->remote, peer, 0) != ncclSuccess) {
+    if (railnetIbCheckMetadata(&st->m->remote, peer, 0) != ncclSuccess) {
       WARN("NET/IB : refused the connection from %s; still listening", peer);
       goto drop;
     }
-    r = railnetIbRecvCommSetup(railnetIbSubnetRouteMeta(lc->dev, &st->remote, peer), comm, &st->remote,
-                               &st->local, peer);
+    r = railnetIbRecvCommSetup(railnetIbSubnetRouteMeta(lc->dev, &st->m->remote, peer), comm, &st->m->remote,
+                               &st->m->local, peer);
     if (r == ncclRemoteError) { /* what the peer asks does not fit this side (the WARN above): not fatal */
       WARN("NET/IB : refused the connection from %s; still listening", peer);
       goto drop;
@@ -287,18 +330,18 @@ static ncclResult_t acceptProgress(struct ncclIbListenComm* lc, int i, int* move
       acceptDrop(lc, i);
       return r;
     }
-    railnetIbCheckRailLocal(&base->vProps, &st->remote, peer);
+    railnetIbCheckRailLocal(&base->vProps, &st->m->remote, peer);
     acceptStep(st, STAGE_SEND_META);
   }
   if (st->link.state == STAGE_SEND_META) {
-    r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->local, sizeof(st->local), &st->offset, &closed);
+    r = ncclSocketProgress(NCCL_SOCKET_SEND, &base->sock, &st->m->local, sizeof(st->m->local), &st->offset, &closed);
     if (r != ncclSuccess || closed) {
       WARN("NET/IB : peer %s closed the connection during connection setup; refused it", peer);
       goto drop;
     }
-    if (st->offset < (int)sizeof(st->local)) {
+    if (st->offset < (int)sizeof(st->m->local)) {
       acceptWait(lc, i, peer, "this side's connection metadata taken (it stopped reading)", st->offset,
-                 sizeof(st->local));
+                 sizeof(st->m->local));
       return ncclSuccess;
     }
     acceptStep(st, STAGE_RECV_READY);
@@ -323,6 +366,7 @@ static ncclResult_t acceptProgress(struct ncclIbListenComm* lc, int i, int* move
        ncclIbMergedDevs[base->vDev].devName, base->nqps, base->nqps > 1 ? "s" : "",
        comm->flushEnabled ? ", GPUDirect flush" : "");
   *recvComm = comm;
+  stageMetaFree(st->m);
   free(st);
   lc->stages[i] = NULL;
   return ncclSuccess;

@@ -123,11 +123,11 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   wr.wr.rdma.rkey = base->remDevs[qp->remDevIndex].fifoRkey;
   if (base->useInline && sge.length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
   /* unsignaled writes stay in the send queue until a later signaled one completes: signal
-   * one in RAILNET_IB_FIFO_SLOTS per QP (every one on a QP standing in for a gone one, which
-   * takes the writes of more than one) */
+   * at least one in RAILNET_IB_FIFO_SLOTS / 2 per QP, counted (an eager comm skips the
+   * clear-to-send of small irecvs, maybe a slot's that would be signaled), and every one on a
+   * QP standing in for a gone one, which takes the writes of more than one */
   if (slot == qp->devIndex || qp != meant || rewrite) wr.send_flags |= IBV_SEND_SIGNALED;
-  /* an eager comm skips the clear-to-send of small irecvs, maybe the signaled slot's too */
-  if (comm->eager && ++qp->ctsUnsig >= RAILNET_IB_FIFO_SLOTS / 2) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (++qp->ctsUnsig >= RAILNET_IB_FIFO_SLOTS / 2) wr.send_flags |= IBV_SEND_SIGNALED;
   if (wr.send_flags & IBV_SEND_SIGNALED) qp->ctsUnsig = 0;
   wr.wr_id = railnetIbWrIdCts(slot, rewrite);
   struct ibv_send_wr* bad = NULL;

@@ -36,10 +36,11 @@ ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devInde
   init.send_cq = cd->cq;
   init.recv_cq = cd->cq;
   init.qp_type = IBV_QPT_RC;
-  /* Queue depths (a provider maps every entry into the process: rxe rounds them up to a
-   * power of two): the receiver posts a receive per fifo slot, a clear-to-send write per slot
-   * (unsignaled but one per RAILNET_IB_FIFO_SLOTS: at most twice that wait for their
-   * completion) and on the flush QP a read per receive; the sender no receive, and its
+  /* Queue depths (a provider maps every entry into the process: rxe rounds depth + 1 up to a
+   * power of two, mlx5 the depth): the receiver posts a receive per fifo slot, a clear-to-send
+   * write per slot (unsignaled but at least one per RAILNET_IB_FIFO_SLOTS / 2: at most twice
+   * that wait for their completion, beside its signaled credit writes) and on the flush QP a
+   * read per receive; the sender no receive, and its
    * writes (one or two per slot, up to nine for a multi-receive) are counted against
    * sqDepth by isend, which waits for completions when a slot would not fit. */
   init.cap.max_send_wr = (uint32_t)base->sqDepth;

@@ -115,8 +115,10 @@ ncclResult_t railnetIbCommAlloc(int isSend, struct ncclIbNetCommBase** out) {
   b->isSend = isSend;
   b->maxReqs = isSend ? NET_IB_MAX_REQUESTS : NET_IB_RECV_REQUESTS;
   /* the sender's writes: one per slot takes all the slots (a multi-receive or an
-   * adaptive-routing message takes more and waits for room); the receiver's writes: see qpCreate */
-  b->sqDepth = isSend ? RAILNET_IB_FIFO_SLOTS : 2 * RAILNET_IB_FIFO_SLOTS;
+   * adaptive-routing message takes more and waits for room); the receiver's writes: see
+   * railnetIbQpCreateAccess (2 x RAILNET_IB_FIFO_SLOTS - 1: rxe maps 64 entries for it, 128
+   * for 2 x RAILNET_IB_FIFO_SLOTS; mlx5 64 for both) */
+  b->sqDepth = isSend ? RAILNET_IB_FIFO_SLOTS : 2 * RAILNET_IB_FIFO_SLOTS - 1;
   /* a failover sender's slot takes three (data, sizes, completion record: failover.h) and all
    * slots may end up on one QP, beside the read of the records */
   if (isSend && railnetIbFoWanted()) b->sqDepth = 3 * RAILNET_IB_FIFO_SLOTS + 1;
