@@ -30,12 +30,24 @@ void railnetExpandDebugFile(const char* pattern, char* out, size_t outlen);
 /* Log, as WARNs, what the settings layer (env.h) found wrong in conf files so far. */
 void railnetDebugFlushEnv(void);
 
+/* The logger a message of this level goes to (NULL: railnet prints it, railnetDebugLog), after
+ * what the settings layer found wrong, with a WARN counted. The macros below hand such a logger
+ * the format and its arguments: NCCL's formats only what its NCCL_DEBUG level shows, so the
+ * INFO lines of a comm's setup cost no formatting when they are not shown. */
+ncclDebugLogger_t railnetDebugLogger(ncclDebugLogLevel level);
+
 #ifdef __cplusplus
 }
 #endif
 
-#define WARN(...) railnetDebugLog(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
-#define INFO(FLAGS, ...) railnetDebugLog(NCCL_LOG_INFO, (FLAGS), __func__, __LINE__, __VA_ARGS__)
-#define TRACE(FLAGS, ...) railnetDebugLog(NCCL_LOG_TRACE, (FLAGS), __func__, __LINE__, __VA_ARGS__)
+#define RAILNET_LOG_AT(LEVEL, FLAGS, WHERE, ...)                                             \
+  do {                                                                                      \
+    ncclDebugLogger_t railnetLog_ = railnetDebugLogger(LEVEL);                              \
+    if (railnetLog_ != NULL) railnetLog_((LEVEL), (FLAGS), (WHERE), __LINE__, __VA_ARGS__); \
+    else railnetDebugLog((LEVEL), (FLAGS), (WHERE), __LINE__, __VA_ARGS__);                 \
+  } while (0)
+#define WARN(...) RAILNET_LOG_AT(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __VA_ARGS__)
+#define INFO(FLAGS, ...) RAILNET_LOG_AT(NCCL_LOG_INFO, (FLAGS), __func__, __VA_ARGS__)
+#define TRACE(FLAGS, ...) RAILNET_LOG_AT(NCCL_LOG_TRACE, (FLAGS), __func__, __VA_ARGS__)
 
 #endif

@@ -166,24 +166,32 @@ void railnetDebugFlushEnv(void) {
 static unsigned long warnCount;
 unsigned long railnetDebugWarnCount(void) { return __atomic_load_n(&warnCount, __ATOMIC_RELAXED); }
 
+ncclDebugLogger_t railnetDebugLogger(ncclDebugLogLevel level) {
+  ncclDebugLogger_t logger = railnetGetLogger();
+  if (logger == NULL) return NULL;
+  if (level == NCCL_LOG_WARN) __atomic_add_fetch(&warnCount, 1, __ATOMIC_RELAXED);
+  railnetDebugFlushEnv();
+  return logger;
+}
+
 void railnetDebugLog(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                      const char* fmt, ...) {
   if (level == NCCL_LOG_WARN) __atomic_add_fetch(&warnCount, 1, __ATOMIC_RELAXED);
+  ncclDebugLogger_t logger = railnetGetLogger();
+  /* standalone, a message that is not shown is not formatted (this sets logging up, and may
+   * read conf files) */
+  int enabled = logger != NULL || railnetDebugEnabled(level, flags);
+  railnetDebugFlushEnv();
+  if (!enabled) return;
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-
-  ncclDebugLogger_t logger = railnetGetLogger();
   if (logger != NULL) {
-    railnetDebugFlushEnv();
     logger(level, flags, file, line, "%s", msg);
     return;
   }
-  int enabled = railnetDebugEnabled(level, flags); /* sets logging up (and may read conf files) */
-  railnetDebugFlushEnv();
-  if (!enabled) return;
 
   char out[2400];
   int pid = (int)getpid(), tid = (int)syscall(SYS_gettid);

@@ -1,4 +1,5 @@
 // Logging: NCCL_DEBUG, NCCL_DEBUG_SUBSYS (with ^), NCCL_DEBUG_FILE (%h, %p), the NCCL logger.
+#include <cstdarg>
 #include "test_util.h"
 #include <fstream>
 #include <regex>
@@ -95,6 +96,34 @@ TEST(Debug, ForwardsToNcclLogger) {
   EXPECT_EQ(LogCapture::lines()[0].flags, (unsigned long)NCCL_NET);
   EXPECT_EQ(LogCapture::lines()[0].msg, "forwarded info");
   EXPECT_EQ(LogCapture::lines()[1].level, NCCL_LOG_WARN);
+}
+
+// With NCCL's logger, a message's format and arguments go to it as they are: NCCL formats only
+// the lines its NCCL_DEBUG level shows. railnet used to format every line first (the INFO lines
+// of each comm's setup, shown or not) and hand over "%s" and the text.
+static std::string loggedFmt, loggedMsg;
+static void formatKeepingLogger(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
+  loggedFmt = fmt;
+  char b[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, sizeof(b), fmt, ap);
+  va_end(ap);
+  loggedMsg = b;
+}
+
+TEST(Debug, TheLoggerGetsTheFormatNotAFormattedLine) {
+  ncclDebugLogger_t old = railnetGetLogger();
+  railnetSetLogger(formatKeepingLogger);
+  unsigned long warns = railnetDebugWarnCount();
+  INFO(NCCL_NET, "comm with %s: %d QPs", "peer", 2);
+  EXPECT_EQ(loggedFmt, "comm with %s: %d QPs");
+  EXPECT_EQ(loggedMsg, "comm with peer: 2 QPs");
+  WARN("a warning, %d", 7);
+  EXPECT_EQ(loggedFmt, "a warning, %d");
+  EXPECT_EQ(loggedMsg, "a warning, 7");
+  EXPECT_EQ(railnetDebugWarnCount(), warns + 1);
+  railnetSetLogger(old);
 }
 
 // The first thing the process does is log, and the conf file has a malformed line: loading
