@@ -33,13 +33,16 @@ struct railnetConnStage {
   int state;                                     /* the transport's step (for its logs and ours) */
 };
 
+/* stages by the handle's address (NCCL connects every channel of every peer at once: hundreds
+ * of connects in progress, each looked up at each call) */
+#define RAILNET_CONN_STAGE_BUCKETS 64
 struct railnetConnStages {
   const char* net;                               /* "NET/IB", "NET/Socket": prefix of the log lines */
   void (*drop)(struct railnetConnStage* s);      /* frees a stage and its half-made comm */
   pthread_mutex_t lock;
-  struct railnetConnStage* head;
+  struct railnetConnStage* buckets[RAILNET_CONN_STAGE_BUCKETS];
 };
-#define RAILNET_CONN_STAGES_INIT(NET, DROP) {(NET), (DROP), PTHREAD_MUTEX_INITIALIZER, NULL}
+#define RAILNET_CONN_STAGES_INIT(NET, DROP) {(NET), (DROP), PTHREAD_MUTEX_INITIALIZER, {NULL}}
 
 /* Registers s for the handle at key, remembering its first handleLen bytes. */
 void railnetConnStageAdd(struct railnetConnStages* r, struct railnetConnStage* s, const void* key, size_t handleLen);

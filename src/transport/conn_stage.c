@@ -6,20 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+static struct railnetConnStage** bucket(struct railnetConnStages* r, const void* key) {
+  uintptr_t k = (uintptr_t)key;
+  k ^= k >> 17; /* handles sit NCCL_NET_HANDLE_MAXSIZE apart, or anywhere */
+  k *= 0x9e3779b97f4a7c15ull;
+  return &r->buckets[(k >> 32) % RAILNET_CONN_STAGE_BUCKETS];
+}
+
 void railnetConnStageAdd(struct railnetConnStages* r, struct railnetConnStage* s, const void* key, size_t handleLen) {
   if (handleLen > sizeof(s->handle)) handleLen = sizeof(s->handle);
   s->key = key;
   s->handleLen = handleLen;
   memcpy(s->handle, key, handleLen);
   pthread_mutex_lock(&r->lock);
-  s->next = r->head;
-  r->head = s;
+  struct railnetConnStage** b = bucket(r, key);
+  s->next = *b;
+  *b = s;
   pthread_mutex_unlock(&r->lock);
 }
 
 void railnetConnStageRemove(struct railnetConnStages* r, struct railnetConnStage* s) {
   pthread_mutex_lock(&r->lock);
-  for (struct railnetConnStage** p = &r->head; *p; p = &(*p)->next)
+  for (struct railnetConnStage** p = bucket(r, s->key); *p; p = &(*p)->next)
     if (*p == s) {
       *p = s->next;
       break;
@@ -29,7 +37,7 @@ void railnetConnStageRemove(struct railnetConnStages* r, struct railnetConnStage
 
 struct railnetConnStage* railnetConnStageFind(struct railnetConnStages* r, const void* key) {
   pthread_mutex_lock(&r->lock);
-  struct railnetConnStage* s = r->head;
+  struct railnetConnStage* s = *bucket(r, key);
   while (s && s->key != key) s = s->next;
   pthread_mutex_unlock(&r->lock);
   if (s && memcmp(s->handle, key, s->handleLen) != 0) {
@@ -43,14 +51,16 @@ struct railnetConnStage* railnetConnStageFind(struct railnetConnStages* r, const
 }
 
 void railnetConnStageDropAll(struct railnetConnStages* r) {
-  pthread_mutex_lock(&r->lock);
-  struct railnetConnStage* s = r->head;
-  r->head = NULL;
-  pthread_mutex_unlock(&r->lock);
-  while (s) {
-    struct railnetConnStage* n = s->next;
-    r->drop(s);
-    s = n;
+  for (int b = 0; b < RAILNET_CONN_STAGE_BUCKETS; b++) {
+    pthread_mutex_lock(&r->lock);
+    struct railnetConnStage* s = r->buckets[b];
+    r->buckets[b] = NULL;
+    pthread_mutex_unlock(&r->lock);
+    while (s) {
+      struct railnetConnStage* n = s->next;
+      r->drop(s);
+      s = n;
+    }
   }
 }
 

@@ -80,6 +80,32 @@ TEST_F(ConnStage, DropAllFreesEveryStage) {
   EXPECT_EQ(railnetConnStageFind(&reg, h1), nullptr);
 }
 
+// NCCL connects every channel of every peer at once: a thousand connects in progress, their
+// handles side by side in one array, are each found; half removed one by one are gone and the
+// others still found; dropping all frees the rest.
+TEST_F(ConnStage, AThousandConnectsInProgressAreEachFound) {
+  const int n = 1000;
+  std::vector<char> h((size_t)n * NCCL_NET_HANDLE_MAXSIZE);
+  std::vector<Stage*> st(n);
+  for (int i = 0; i < n; i++) {
+    char* k = &h[(size_t)i * NCCL_NET_HANDLE_MAXSIZE];
+    snprintf(k, NCCL_NET_HANDLE_MAXSIZE, "handle %d", i);
+    st[i] = add(k, NCCL_NET_HANDLE_MAXSIZE, i);
+  }
+  for (int i = 0; i < n; i++)
+    EXPECT_EQ(railnetConnStageFind(&reg, &h[(size_t)i * NCCL_NET_HANDLE_MAXSIZE]), &st[i]->link) << i;
+  for (int i = 0; i < n; i += 2) {
+    railnetConnStageRemove(&reg, &st[i]->link);
+    delete st[i];
+  }
+  for (int i = 0; i < n; i++)
+    EXPECT_EQ(railnetConnStageFind(&reg, &h[(size_t)i * NCCL_NET_HANDLE_MAXSIZE]), i % 2 ? &st[i]->link : nullptr)
+        << i;
+  railnetConnStageDropAll(&reg);
+  EXPECT_EQ(dropped().size(), (size_t)n / 2);
+  EXPECT_TRUE(dropped().size() > 0 && dropped()[0] % 2 == 1);
+}
+
 TEST(ConnCheckMagic, WrongMagicNamesThePluginHint) {
   LogCapture log;
   EXPECT_EQ(railnetConnCheckMagic("NET/Test", "Test", 42, 42), ncclSuccess);
