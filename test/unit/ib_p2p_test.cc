@@ -335,6 +335,39 @@ TEST_F(IbDataPath, EagerSendGoesBeforeTheReceive) {
   EXPECT_EQ(dst[n], kGuard);
 }
 
+
+// A comm's local control block (the sender's sizes to write, the receiver's clear-to-send
+// entries) comes from the registered pool (regpool.h): 8 comm pairs register one local-only
+// chunk per side, not 16 regions, beside the 16 regions their peers write (one per comm); all of
+// it goes back at close, and a comm set up after that moves messages.
+TEST_F(IbDataPath, EightCommsShareOneLocalControlRegistration) {
+  env.set("NCCL_GDR_FLUSH_DISABLE", "1");  // no flush region (local-only, one per receive comm)
+  auto live = [&](bool localOnly) {
+    int n = 0;
+    for (auto& m : N->mrs) n += m.live && (!localOnly || m.access == IBV_ACCESS_LOCAL_WRITE);
+    return n;
+  };
+  int local0 = live(true), all0 = live(false);
+  const int n = 8;
+  std::vector<void*> s(n), r(n), l(n);
+  for (int i = 0; i < n; i++) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    ASSERT_EQ(ib->listen(ctx, dev1, handle, &l[i]), ncclSuccess);
+    ASSERT_TRUE(netConnectPair(ib, ctx, dev0, handle, l[i], &s[i], &r[i], 20000)) << LogCapture::all();
+  }
+  EXPECT_EQ(live(true) - local0, 2) << "local-only registrations for " << n << " comm pairs";
+  EXPECT_EQ(live(false) - all0, 2 + 2 * n);
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(ib->closeSend(s[i]), ncclSuccess);
+    EXPECT_EQ(ib->closeRecv(r[i]), ncclSuccess);
+    EXPECT_EQ(ib->closeListen(l[i]), ncclSuccess);
+  }
+  EXPECT_EQ(live(true), local0);
+  EXPECT_EQ(live(false), all0);
+  connect(dev0, dev1);
+  EXPECT_EQ(stream(8, 70000, 2, nullptr), "");
+}
+
 // The eager buffers come from the process's pool (eager/eager_pool.h) only when a comm's
 // first small message came: a stream of large messages takes none, on either side. The first
 // small message goes through its clear-to-send and takes the receiver's ring; the next one

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "core.h"
 #include "devices.h" /* struct ncclIbStats */
+#include "regpool.h"
 #include "socket.h"
 #include "wire.h"
 
@@ -56,7 +57,6 @@ struct ncclIbCommDev {
   int gidIndex;
   union ibv_gid gid;
   struct ibv_mr* fifoMr;               /* sender: fifo; receiver: sizes records */
-  struct ibv_mr* localMr;              /* sender: sizes to write; receiver: fifo entries to write */
   /* receiver, GPUDirect flush: a QP connected to itself that reads one byte */
   struct ibv_qp* flushQp;
   struct ibv_mr* flushMr;
@@ -137,7 +137,17 @@ struct ncclIbNetCommBase {
   ncclProfilerCallback_t prof;         /* NCCL's profiler callback, from init (NULL: none; prof.h) */
   struct railnetIbProfList* profEvents; /* the profiler events running (made at the first) */
   struct ncclIbRequest* reqChunks[NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK]; /* request i: chunk i / CHUNK */
+  /* what the comm's writes read from, never written by the peer (sender: the sizes of a
+   * multi-send; receiver: its clear-to-send entries): a block of the process's registered pool
+   * (regpool.h, setup.c), ctrl.mrs[d]->lkey on device d */
+  struct railnetIbRegBuf ctrl;
 };
+
+/* The comm's set of devices, as the registered pool knows them. */
+static inline void railnetIbCommRegDevs(const struct ncclIbNetCommBase* base, struct railnetIbRegDevs* d) {
+  d->ndevs = base->vProps.ndevs;
+  for (int i = 0; i < d->ndevs; i++) d->ibDevN[i] = base->devs[i].ibDevN;
+}
 
 struct ncclIbSendComm {
   struct ncclIbNetCommBase base;
@@ -147,8 +157,8 @@ struct ncclIbSendComm {
    * clear-to-send mode and its ring; in the fifo's registration */
   volatile struct railnetIbEagerCredit eagerCredit __attribute__((aligned(64))); /* and its ring (wire.h) */
   struct railnetIbEagerSend* eager;    /* NULL: no eager messages */
-  /* the sizes of a multi-send, written into the receiver's records */
-  int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
+  /* the sizes of a multi-send, written into the receiver's records (base.ctrl) */
+  int (*sizes)[NCCL_NET_IB_MAX_RECVS];
   uint64_t remSizesAddr;
   uint32_t remSizesRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
   struct ncclIbRequest* sendReqs[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
@@ -165,8 +175,8 @@ struct ncclIbSendComm {
 
 struct ncclIbRecvComm {
   struct ncclIbNetCommBase base;
-  /* entries written into the sender's fifo, from here */
-  struct ncclIbSendFifo elems[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS] __attribute__((aligned(64)));
+  /* entries written into the sender's fifo, from here (base.ctrl) */
+  struct ncclIbSendFifo (*elems)[NCCL_NET_IB_MAX_RECVS];
   /* written by the sender: the sizes of a multi-receive */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
   uint64_t remFifoAddr;

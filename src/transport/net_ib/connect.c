@@ -70,6 +70,7 @@ struct ncclIbCommStage {
   struct ncclSocket sock;              /* acceptor: the connection until it is taken (then the comm's) */
   struct ncclIbNetCommBase* comm;      /* acceptor: NULL until a connection is taken */
   struct ncclIbStageMeta* m;
+  char peer[SOCKET_NAME_MAXLEN];       /* acceptor: the peer's address, once taken */
 };
 
 /* Frees a stage, its metadata and its half-made comm (or, before the comm, its socket). */
@@ -265,6 +266,7 @@ static ncclResult_t acceptTaken(struct ncclIbListenComm* lc, int i) {
   st->comm->vDev = lc->dev;
   st->comm->sock = st->sock;
   st->sock.fd = -1;
+  railnetIbPeerStr(st->comm, st->peer);
   return ncclSuccess;
 }
 
@@ -280,7 +282,6 @@ static int acceptWaitsForOne(const struct ncclIbListenComm* lc, int i) {
  * comm, when its setup is done. */
 static ncclResult_t acceptProgress(struct ncclIbListenComm* lc, int i, int* moved, void** recvComm) {
   struct ncclIbCommStage* st = lc->stages[i];
-  char peer[SOCKET_NAME_MAXLEN];
   int closed = 0;
   ncclResult_t r;
   if (st->link.state == STAGE_ACCEPT) {
@@ -304,7 +305,7 @@ static ncclResult_t acceptProgress(struct ncclIbListenComm* lc, int i, int* move
   }
   struct ncclIbRecvComm* comm = (struct ncclIbRecvComm*)st->comm;
   struct ncclIbNetCommBase* base = &comm->base;
-  railnetIbPeerStr(base, peer);
+  const char* peer = st->peer;
   if (st->link.state == STAGE_RECV_META) {
     r = ncclSocketProgress(NCCL_SOCKET_RECV, &base->sock, &st->m->remote, sizeof(st->m->remote), &st->offset, &closed);
     if (r != ncclSuccess || closed) {

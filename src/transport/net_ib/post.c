@@ -68,7 +68,7 @@ ncclResult_t railnetIbPostChunk(struct ncclIbSendComm* comm, int slot, int i, st
     if (sizesRecord) {
       sges[nreqs].addr = (uintptr_t)comm->sizes[slot];
       sges[nreqs].length = (uint32_t)(nreqs * sizeof(int));
-      sges[nreqs].lkey = base->devs[d].localMr->lkey;
+      sges[nreqs].lkey = base->ctrl.mrs[d]->lkey;
       last->sg_list = &sges[nreqs];
       last->num_sge = 1;
       last->wr.rdma.remote_addr = comm->remSizesAddr + (uint64_t)slot * NCCL_NET_IB_MAX_RECVS * sizeof(int);
@@ -113,7 +113,7 @@ ncclResult_t railnetIbPostCts(struct ncclIbRecvComm* comm, struct ncclIbRequest*
   struct ibv_sge sge;
   sge.addr = (uintptr_t)comm->elems[slot];
   sge.length = (uint32_t)(req->nreqs * sizeof(struct ncclIbSendFifo));
-  sge.lkey = base->devs[qp->devIndex].localMr->lkey;
+  sge.lkey = base->ctrl.mrs[qp->devIndex]->lkey;
   struct ibv_send_wr wr;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;

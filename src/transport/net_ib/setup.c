@@ -78,6 +78,18 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
   return ncclSuccess;
 }
 
+/* The comms' local control blocks (comm.h ctrl): registered 8 at a time for all the comms of a
+ * set of devices, so that a comm's setup registers one memory region (the one its peer writes)
+ * instead of two. Local write only: no rkey of them leaves the process. */
+static struct railnetIbRegPool ctrlPool = RAILNET_IB_REGPOOL_INIT("IB control blocks", "the host is out of memory", 8);
+
+static ncclResult_t ctrlTake(struct ncclIbNetCommBase* base, size_t bytes) {
+  struct railnetIbRegDevs devs;
+  railnetIbCommRegDevs(base, &devs);
+  int got = 0;
+  return railnetIbRegPoolTake(&ctrlPool, &devs, bytes, IBV_ACCESS_LOCAL_WRITE, 0, &base->ctrl, &got);
+}
+
 void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   if (base == NULL) return;
   railnetIbProfFree(base);
@@ -89,13 +101,13 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   /* after the QPs, which may still read or write them */
   if (base->isSend) railnetIbEagerSendFree(((struct ncclIbSendComm*)base)->eager);
   else railnetIbEagerRecvFree(((struct ncclIbRecvComm*)base)->eager);
+  railnetIbRegPoolGive(&ctrlPool, &base->ctrl);
   free(base->qps);
   for (int c = 0; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]);
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     if (cd->flushMr) wrap_ibv_dereg_mr(cd->flushMr);
     if (cd->fifoMr) wrap_ibv_dereg_mr(cd->fifoMr);
-    if (cd->localMr) wrap_ibv_dereg_mr(cd->localMr);
     if (cd->cq) wrap_ibv_destroy_cq(cd->cq);
     if (cd->pd) railnetIbPdRelease(cd->ibDevN);
   }
@@ -207,13 +219,14 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
   base->useInline = (int)railnetParamInt(&setupParams[P_USE_INLINE]);
   base->splitDataOnQps = railnetIbParamSplitDataOnQps();
   NCCLCHECK(createQps(base, nqps, meta));
+  NCCLCHECK(ctrlTake(base, sizeof(int) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS));
+  comm->sizes = (int(*)[NCCL_NET_IB_MAX_RECVS])base->ctrl.buf;
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     /* the fifo and, after it, the eager credit word (eager.h) */
     size_t fifoBytes = (size_t)((char*)&comm->eagerCredit + sizeof(comm->eagerCredit) - (char*)comm->fifo);
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->fifo, fifoBytes,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
-    NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->sizes, sizeof(comm->sizes), IBV_ACCESS_LOCAL_WRITE));
     railnetIbDevInfoFill(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
   if (railnetIbFoWanted()) meta->devs[0].flags |= RAILNET_IB_FLAG_FAILOVER;
@@ -276,6 +289,8 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
          "NCCL_IB_SPLIT_DATA_ON_QPS=%d)", peer, rem->nqps, rem->splitDataOnQps ? ", data split across QPs" : "",
          railnetIbParamQpsPerConn(), base->vProps.ndevs, railnetIbParamSplitDataOnQps());
   NCCLCHECK(createQps(base, rem->nqps, meta));
+  NCCLCHECK(ctrlTake(base, sizeof(struct ncclIbSendFifo) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS));
+  comm->elems = (struct ncclIbSendFifo(*)[NCCL_NET_IB_MAX_RECVS])base->ctrl.buf;
   NCCLCHECK(checkLinkLayers(base, rem, peer));
   int64_t fifoTc = railnetParamInt(&setupParams[P_FIFO_TC]);
   int ctsTc = (ncclIbDevs[base->devs[0].ibDevN].link == IBV_LINK_LAYER_ETHERNET && fifoTc != -1) ? (int)fifoTc
@@ -285,7 +300,6 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
     struct ncclIbCommDev* cd = &base->devs[i];
     NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, sizeof(comm->sizes),
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-    NCCLCHECK(wrap_ibv_reg_mr(&cd->localMr, cd->pd, comm->elems, sizeof(comm->elems), IBV_ACCESS_LOCAL_WRITE));
     railnetIbDevInfoFill(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
   NCCLCHECK(negotiateRecv(comm, rem, meta, peer));

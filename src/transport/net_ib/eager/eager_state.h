@@ -35,7 +35,7 @@ struct railnetIbEager {
   /* sender: bounce slots; receiver: the ring, then the credit words; taken from the pool
    * (eager_pool.h) when the first small messages are about to go eagerly: NULL until then */
   uint8_t* buf;
-  struct railnetIbEagerBuf pool;       /* buf and its registration per device (pool.mrs) */
+  struct railnetIbRegBuf pool;          /* buf and its registration per device (pool.mrs) */
   uint64_t refused;                    /* takes the pool refused (at RAILNET_IB_EAGER_POOL) */
   uint64_t retryAt;                    /* ... sender: the position from which it tries again */
   uint64_t remAddr;                    /* sender: the receiver's ring; receiver: the sender's credit word */
