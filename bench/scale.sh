@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/scale.sh [--comms "N ..."] [--peer-plugin PATH] [--socket | --ib] [-o DIR]
+# bench/scale.sh [--comms "N ..."] [--peer-plugin PATH] [--repeat K] [--socket | --ib] [-o DIR]
 #
 # What a connection costs, at 1 .. 1024 comm pairs opened the way NCCL opens them (one listen
 # comm per receive comm, connects and accepts progressed together, one 64 KiB buffer
@@ -13,15 +13,20 @@
 #           VM (one boot, test/softroce/run-vm.sh), and beside it the same figures for
 #           --peer-plugin PATH (e.g. libnccl-net-ibext.so, NVIDIA's IBext plugin from nccl-rdma-sharp-plugins, built outside this tree),
 #           with the ratio railnet / peer per column.
-# Only ratios between columns of one run mean much (TCG, a shared host).
+# Only ratios between columns of one run mean much (TCG, a shared host); even those swing with
+# the host's load (setup time by 2x between runs minutes apart), and the first run after the
+# boot is the slowest (cold caches); --repeat K measures each plugin K times, railnet and the
+# peer in turn (which of them goes first alternates), and the table gives medians and the
+# setup ratio of each railnet/peer pair.
 # Options:
 #   --comms "N ..."      comm pair counts (default: 1 16 128 512 1024)
 #   --peer-plugin PATH   another plugin (ncclNetPlugin_v11) measured in the same VM boot
+#   --repeat K           K runs of each plugin per N, in turn (IB; default 1)
 #   --socket | --ib      only that transport (default: both)
 #   -o DIR               result directory (default: $RAILNET_BUILD/scale); scale.tsv there:
 #                        TRANSPORT PLUGIN ROLE N SETUP_MS RSS_KiB FDS THREADS FIRST_MS
 #                        CLOSED_RSS_KiB CLOSED_FDS CLOSED_THREADS (growth over the baseline)
-# Called back as: scale.sh --in-vm COMMS [PEER] (inside the VM, results in $SOFTROCE_OUT) and
+# Called back as: scale.sh --in-vm COMMS REPEAT [PEER] (inside the VM, results in $SOFTROCE_OUT) and
 # scale.sh --scale-one TRANSPORT LABEL PLUGIN N (one run, inside the namespace).
 set -u
 # every run's output also goes to bench/results/<date>-scale.txt (bench/results.sh)
@@ -46,14 +51,20 @@ one() {
   awk -v t="$tr" -v l="$label" '$1 == "scale" { $1 = ""; printf "%s\t%s%s\n", t, l, $0 }' OFS='\t' <<<"$out" >>"$TSV"
 }
 
-# table TRANSPORT: per role and N, the per-comm figures of each plugin (and railnet / peer)
+# table TRANSPORT: per role and N, the per-comm figures of each plugin (the median of its runs)
+# and railnet / peer; with several runs, the setup ratio of each railnet/peer pair in turn
 table() {
   awk -F'\t' -v tr="$1" '
     $1 != tr || $3 == "failed" { next }
-    { k = $3 SUBSEP $4; seen[$4] = 1; pl[$2] = 1
-      setup[$2, k] = $5 / $4; rss[$2, k] = $6 / $4; fds[$2, k] = $7; thr[$2, k] = $8; first[$2, k] = $9
-      crss[$2, k] = $10; cfds[$2, k] = $11; cthr[$2, k] = $12; have[$2, k] = 1 }
+    { k = $3 SUBSEP $4; seen[$4] = 1; pl[$2] = 1; c = ++runs[$2, k]
+      setup[$2, k, c] = $5 / $4; rss[$2, k, c] = $6 / $4; first[$2, k, c] = $9
+      fds[$2, k] = $7; thr[$2, k] = $8; crss[$2, k] = $10; cfds[$2, k] = $11; cthr[$2, k] = $12; have[$2, k] = 1 }
     function r(a, b) { return (b > 0) ? sprintf("%.2f", a / b) : "-" }
+    function med(a, p, k, n,   i, j, t, v) {
+      for (i = 1; i <= n; i++) v[i] = a[p, k, i]
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
     END {
       peer = ""; for (p in pl) if (p != "railnet") peer = p
       printf "  %-5s %5s  %-8s %9s %10s %6s %5s %9s   %s\n", "side", "N", "plugin", "setup_ms", "RSS_KiB", "fds", "thr", "first_ms", "after close: RSS_KiB fds thr"
@@ -63,10 +74,18 @@ table() {
       split("send recv", roles, " ")
       for (ri = 1; ri <= 2; ri++) for (i = 1; i <= n; i++) {
         k = roles[ri] SUBSEP ns[i]
-        for (p in pl) if (have[p, k])
-          printf "  %-5s %5d  %-8s %9.2f %10.1f %6d %5d %9.1f   %8d %4d %3d\n", roles[ri], ns[i], p, setup[p, k], rss[p, k], fds[p, k], thr[p, k], first[p, k], crss[p, k], cfds[p, k], cthr[p, k]
-        if (peer != "" && have["railnet", k] && have[peer, k])
-          printf "  %-5s %5d  %-8s %9s %10s %6s %5s %9s\n", "", ns[i], "ratio", r(setup["railnet", k], setup[peer, k]), r(rss["railnet", k], rss[peer, k]), r(fds["railnet", k], fds[peer, k]), "", r(first["railnet", k], first[peer, k])
+        for (p in pl) if (have[p, k]) {
+          S[p] = med(setup, p, k, runs[p, k]); R[p] = med(rss, p, k, runs[p, k]); F[p] = med(first, p, k, runs[p, k])
+          printf "  %-5s %5d  %-8s %9.2f %10.1f %6d %5d %9.1f   %8d %4d %3d\n", roles[ri], ns[i], p, S[p], R[p], fds[p, k], thr[p, k], F[p], crss[p, k], cfds[p, k], cthr[p, k]
+        }
+        if (peer != "" && have["railnet", k] && have[peer, k]) {
+          printf "  %-5s %5d  %-8s %9s %10s %6s %5s %9s\n", "", ns[i], "ratio", r(S["railnet"], S[peer]), r(R["railnet"], R[peer]), r(fds["railnet", k], fds[peer, k]), "", r(F["railnet"], F[peer])
+          m = runs["railnet", k] < runs[peer, k] ? runs["railnet", k] : runs[peer, k]
+          if (m > 1) {
+            line = ""; for (c = 1; c <= m; c++) line = line " " r(setup["railnet", k, c], setup[peer, k, c])
+            printf "  %-5s %5d  setup ratio of each run, in turn:%s\n", "", ns[i], line
+          }
+        }
       }
     }' "$TSV"
 }
@@ -77,25 +96,31 @@ if [ "${1:-}" = --scale-one ]; then
   exit
 fi
 if [ "${1:-}" = --in-vm ]; then
-  COMMS=$2 RES=$SOFTROCE_OUT PEER=${3:-}
+  COMMS=$2 REPEAT=$3 RES=$SOFTROCE_OUT PEER=${4:-}
   TSV=$RES/scale.tsv
   read -r d0 d1 <<<"$SOFTROCE_DEVS"
   ulimit -n "$(ulimit -Hn)"
   st=0
   for n in $COMMS; do
-    RAILNET_TRANSPORT=ib one ib railnet "$PLUGIN" "$n" --send-hca "$d0" --recv-hca "$d1" || st=1
-    if [ -n "$PEER" ]; then one ib peer "$PEER" "$n" --send-hca "$d0" --recv-hca "$d1" || st=1; fi
+    # in turn, the first run of the boot alternating (it is the slowest: cold caches)
+    for ((k = 0; k < REPEAT; k++)); do
+      if [ -n "$PEER" ] && [ $((k % 2)) = 1 ]; then one ib peer "$PEER" "$n" --send-hca "$d0" --recv-hca "$d1" || st=1; fi
+      RAILNET_TRANSPORT=ib one ib railnet "$PLUGIN" "$n" --send-hca "$d0" --recv-hca "$d1" || st=1
+      if [ -n "$PEER" ] && [ $((k % 2)) = 0 ]; then one ib peer "$PEER" "$n" --send-hca "$d0" --recv-hca "$d1" || st=1; fi
+    done
   done
   exit $st
 fi
 
 # ------------------------------------------------------------------ on the host
-COMMS="1 16 128 512 1024" PEER="" DO_SOCKET=1 DO_IB=1 RES=$BUILD/scale
+COMMS="1 16 128 512 1024" PEER="" DO_SOCKET=1 DO_IB=1 RES=$BUILD/scale REPEAT=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --comms) COMMS=$2; shift 2 ;;
     --peer-plugin) PEER=$(readlink -f "$2"); shift 2
       [ -f "$PEER" ] || { echo "bench/scale.sh: --peer-plugin $2: no such file" >&2; exit 2; } ;;
+    --repeat) REPEAT=$2; shift 2
+      [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || { echo "bench/scale.sh: --repeat $REPEAT: a count of 1 or more" >&2; exit 2; } ;;
     --socket) DO_IB=0; shift ;;
     --ib) DO_SOCKET=0; shift ;;
     -o) RES=$2; shift 2 ;;
@@ -140,7 +165,7 @@ if [ "$DO_IB" = 1 ]; then
   echo "== IB transport (soft-RoCE VM: rxe0 sender -> rxe1 receiver)${PEER:+; peer: $PEER}"
   # the whole run is one VM boot; 1024 comm pairs of two plugins under TCG take minutes
   SOFTROCE_VM_MEM=${SOFTROCE_VM_MEM:-4096} SOFTROCE_VM_TIMEOUT=${SOFTROCE_VM_TIMEOUT:-3000} SOFTROCE_CMD_TIMEOUT=${SOFTROCE_CMD_TIMEOUT:-2900} \
-    "$REPO/test/softroce/run-vm.sh" -q -o "$RES/vm" "scale=$HERE/scale.sh --in-vm '$COMMS' $PEER" || st=1
+    "$REPO/test/softroce/run-vm.sh" -q -o "$RES/vm" "scale=$HERE/scale.sh --in-vm '$COMMS' $REPEAT $PEER" || st=1
   [ -s "$RES/vm/scale.tsv" ] && cat "$RES/vm/scale.tsv" >>"$TSV"
   grep -h 'FAILED\|WARN' "$RES/vm/scale.log" 2>/dev/null | head -20
   table ib
