@@ -224,15 +224,18 @@ static int gidTypeVersion(uint32_t type) {
 }
 
 /* One ibv_query_gid_table call. *ok = 0 when the verb is absent or fails (caller falls back). */
-static ncclResult_t viewFromTable(struct ibv_context* ctx, struct gidView* v, int* ok) {
+static ncclResult_t viewFromTable(struct ibv_context* ctx, int physPorts, struct gidView* v, int* ok) {
   *ok = 0;
   if (ctx == NULL || railnetIbv.query_gid_table == NULL) return ncclSuccess;
   /* The kernel wants room for every valid entry of every port. */
-  struct ibv_device_attr devAttr;
-  memset(&devAttr, 0, sizeof(devAttr));
-  int nPorts = 1;
-  if (railnetIbv.query_device && railnetIbv.query_device(ctx, &devAttr) == 0 && devAttr.phys_port_cnt > 0)
-    nPorts = devAttr.phys_port_cnt;
+  int nPorts = physPorts;
+  if (nPorts <= 0) {
+    struct ibv_device_attr devAttr;
+    memset(&devAttr, 0, sizeof(devAttr));
+    nPorts = 1;
+    if (railnetIbv.query_device && railnetIbv.query_device(ctx, &devAttr) == 0 && devAttr.phys_port_cnt > 0)
+      nPorts = devAttr.phys_port_cnt;
+  }
   size_t max = (size_t)v->len * (size_t)nPorts;
   if (max == 0) return ncclSuccess;
   struct ibv_gid_entry* entries = calloc(max, sizeof(*entries));
@@ -300,7 +303,7 @@ static int verbsQueryGid(void* arg, uint8_t port, int index, union ibv_gid* gid)
 }
 
 struct railnetIbGidReader railnetIbGidReaderVerbs(struct ibv_context* context) {
-  struct railnetIbGidReader r = {verbsQueryGid, context, context};
+  struct railnetIbGidReader r = {verbsQueryGid, context, context, 0};
   return r;
 }
 
@@ -318,7 +321,7 @@ static int sysfsQueryGid(void* arg, uint8_t port, int index, union ibv_gid* gid)
 }
 
 struct railnetIbGidReader railnetIbGidReaderSysfs(const char* devName) {
-  struct railnetIbGidReader r = {sysfsQueryGid, (void*)devName, NULL};
+  struct railnetIbGidReader r = {sysfsQueryGid, (void*)devName, NULL, 0};
   return r;
 }
 
@@ -412,7 +415,7 @@ static ncclResult_t chooseScan(const struct railnetIbGidReader* r, const char* d
     return ncclSystemError;
   }
   int fromTable = 0;
-  (void)viewFromTable(r->context, &v, &fromTable); /* never fails: a failure falls back to the slots */
+  (void)viewFromTable(r->context, r->physPorts, &v, &fromTable); /* never fails: a failure falls back to the slots */
   if (!fromTable) viewFromSlots(r, &v);
 
   int cur = 0;

@@ -38,6 +38,7 @@ struct railnetIbGidReader {
   /* the device for ibv_query_gid_table (every GID and type in one call); NULL: slot by slot
    * through queryGid, the types from sysfs */
   struct ibv_context* context;
+  int physPorts;                       /* its ports, which the table call needs room for (0: asked) */
 };
 /* ibv_query_gid (and ibv_query_gid_table) on context. */
 struct railnetIbGidReader railnetIbGidReaderVerbs(struct ibv_context* context);

@@ -53,6 +53,27 @@ int railnetIbParamSplitDataOnQps(void) { return (int)railnetParamInt(&setupParam
  * what its QPs signal at most: per QP a data completion per fifo slot (the sender signals
  * only the last write of a slot); the receiver also its clear-to-send writes (two per
  * RAILNET_IB_FIFO_SLOTS) and the flush reads. */
+/* The GID index of a comm's device, chosen again for every comm as NCCL does (unless fixed at
+ * discovery), and its GID: the choice read it already (the port count from discovery spares an
+ * ibv_query_device per comm). */
+static ncclResult_t commGid(struct ncclIbDev* dev, struct ncclIbCommDev* cd) {
+  cd->gidIndex = dev->gidIndex;
+  if (cd->gidIndex < 0) {
+    struct railnetIbGidReader r = railnetIbGidReaderVerbs(dev->context);
+    r.physPorts = dev->physPorts;
+    struct railnetIbGidChoice ch;
+    NCCLCHECK(railnetIbChooseGidFrom(&r, dev->devName, dev->portNum, &dev->portAttr, &ch));
+    cd->gidIndex = ch.index;
+    if (railnetIbGidConfigured(&ch.gid)) {
+      cd->gid = ch.gid;
+      return ncclSuccess;
+    }
+  }
+  if (dev->link == IBV_LINK_LAYER_ETHERNET || cd->gidIndex != 0 || dev->portAttr.gid_tbl_len > 0)
+    NCCLCHECK(wrap_ibv_query_gid(dev->context, dev->portNum, cd->gidIndex, &cd->gid));
+  return ncclSuccess;
+}
+
 static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int nqps) {
   struct ncclIbMergedDev* m = &ncclIbMergedDevs[vDev];
   base->vDev = vDev;
@@ -70,10 +91,7 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
     int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere + 2
                            : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;
     NCCLCHECK(wrap_ibv_create_cq(&cd->cq, dev->context, cqe, NULL, NULL, 0));
-    cd->gidIndex = dev->gidIndex;
-    if (cd->gidIndex < 0) NCCLCHECK(ncclIbGetGidIndex(dev->context, dev->portNum, &dev->portAttr, &cd->gidIndex));
-    if (dev->link == IBV_LINK_LAYER_ETHERNET || cd->gidIndex != 0 || dev->portAttr.gid_tbl_len > 0)
-      NCCLCHECK(wrap_ibv_query_gid(dev->context, dev->portNum, cd->gidIndex, &cd->gid));
+    NCCLCHECK(commGid(dev, cd));
   }
   return ncclSuccess;
 }
