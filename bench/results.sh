@@ -12,6 +12,8 @@ railnetBenchResults() {
   local name=$1 self=$2
   shift 2
   [ "${BENCH_RESULTS:-1}" = 0 ] && return 0
+  local a
+  for a in "$@"; do case "$a" in -h|--help) return 0 ;; esac; done # usage only: no file
   [ -n "${RAILNET_BENCH_RESULT_FILE:-}" ] && return 0
   local repo dir stamp f n=1
   repo=$(cd "$(dirname "$self")/.." && pwd)
