@@ -7,7 +7,7 @@
 #include <string.h>
 
 static struct railnetConnStage** bucket(struct railnetConnStages* r, const void* key) {
-  uintptr_t k = (uintptr_t)key;
+  uint64_t k = (uint64_t)(uintptr_t)key;
   k ^= k >> 17; /* handles sit NCCL_NET_HANDLE_MAXSIZE apart, or anywhere */
   k *= 0x9e3779b97f4a7c15ull;
   return &r->buckets[(k >> 32) % RAILNET_CONN_STAGE_BUCKETS];

@@ -146,6 +146,7 @@ ncclResult_t ncclIbConnect(void* ctx, int dev, void* opaqueHandle, void** sendCo
     dev = railnetIbSubnetRoute(dev, hc.listenGids, RAILNET_IB_HANDLE_GIDS,
                                ncclSocketToString(&hc.connectAddr, peer, 1));
     NCCLCHECK(RAILNET_CALLOC(&st, 1, "an IB connect state"));
+    st->sock.fd = -1; /* the connector's socket is its comm's */
     memcpy(&st->handle, &hc, sizeof(st->handle));
     res = stageMetaAlloc(&st->m);
     if (res == ncclSuccess) res = railnetIbCommAlloc(1, &st->comm);

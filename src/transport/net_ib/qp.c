@@ -28,7 +28,8 @@ uint64_t railnetIbRetryTimeNs(void) {
 
 /* ------------------------------------------------------------------ QPs */
 
-ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devIndex, int accessFlags, struct ibv_qp** out) {
+ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devIndex, int accessFlags, int sqDepth,
+                                     struct ibv_qp** out) {
   struct ncclIbCommDev* cd = &base->devs[devIndex];
   struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
   struct ibv_qp_init_attr init;
@@ -43,7 +44,7 @@ ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devInde
    * read per receive; the sender no receive, and its
    * writes (one or two per slot, up to nine for a multi-receive) are counted against
    * sqDepth by isend, which waits for completions when a slot would not fit. */
-  init.cap.max_send_wr = (uint32_t)base->sqDepth;
+  init.cap.max_send_wr = (uint32_t)sqDepth;
   init.cap.max_recv_wr = base->isSend ? 1 : RAILNET_IB_FIFO_SLOTS;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
@@ -119,7 +120,7 @@ ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out) {
   /* a failover receiver's QPs serve the sender's read of its completion records (failover.h) */
   int read = !base->isSend && railnetIbParamPortFailover() && railnetIbParamFailoverRecords() ? IBV_ACCESS_REMOTE_READ : 0;
-  return railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | read, out);
+  return railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | read, base->sqDepth, out);
 }
 
 ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp, int remDevIndex,
@@ -148,7 +149,9 @@ void railnetIbDevInfoFill(struct ncclIbNetCommBase* base, int i, struct ncclIbDe
 
 ncclResult_t railnetIbQpSelf(struct ncclIbNetCommBase* base, int devIndex, int tc, int sl, struct ibv_qp** out) {
   struct ibv_qp* qp = NULL;
-  NCCLCHECK(railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, &qp));
+  /* a flush read per receive request in flight, and the eager NIC copies (NET_IB_RECV_REQUESTS) */
+  NCCLCHECK(railnetIbQpCreateAccess(base, devIndex, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                                    NET_IB_RECV_REQUESTS, &qp));
   struct ncclIbDevInfo self;
   memset(&self, 0, sizeof(self));
   railnetIbDevInfoFill(base, devIndex, &self, 1);

@@ -12,9 +12,10 @@
 extern "C" {
 #endif
 
-/* A QP on device devIndex of a comm, in INIT, with these remote access flags (sized for the
- * comm's side: its send queue depth, the receiver's fifo receives, inline clear-to-send). */
-ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devIndex, int accessFlags, struct ibv_qp** out);
+/* A QP on device devIndex of a comm, in INIT, with these remote access flags and send queue
+ * depth (and sized for the comm's side: the receiver's fifo receives, inline clear-to-send). */
+ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devIndex, int accessFlags, int sqDepth,
+                                     struct ibv_qp** out);
 /* Its INIT -> RTR -> RTS towards QP qpn of the device rem describes, with this traffic class
  * and service level and the user's NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT. */
 ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,

@@ -49,10 +49,6 @@ RAILNET_PARAM_TABLE("net_ib/setup", setupParams);
 int railnetIbParamQpsPerConn(void) { return (int)railnetParamInt(&setupParams[P_QPS_PER_CONN]); }
 int railnetIbParamSplitDataOnQps(void) { return (int)railnetParamInt(&setupParams[P_SPLIT]); }
 
-/* PD, CQ and GID of every device of vDevice vDev, for nqps QPs spread over them. A CQ holds
- * what its QPs signal at most: per QP a data completion per fifo slot (the sender signals
- * only the last write of a slot); the receiver also its clear-to-send writes (two per
- * RAILNET_IB_FIFO_SLOTS) and the flush reads. */
 /* The GID index of a comm's device, chosen again for every comm as NCCL does (unless fixed at
  * discovery), and its GID: the choice read it already (the port count from discovery spares an
  * ibv_query_device per comm). */
@@ -74,6 +70,10 @@ static ncclResult_t commGid(struct ncclIbDev* dev, struct ncclIbCommDev* cd) {
   return ncclSuccess;
 }
 
+/* PD, CQ and GID of every device of vDevice vDev, for nqps QPs spread over them. A CQ holds
+ * what its QPs signal at most: per QP a data completion per fifo slot (the sender signals
+ * only the last write of a slot); the receiver also its clear-to-send writes (at least one per
+ * RAILNET_IB_FIFO_SLOTS / 2) and the flush reads. */
 static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int nqps) {
   struct ncclIbMergedDev* m = &ncclIbMergedDevs[vDev];
   base->vDev = vDev;
