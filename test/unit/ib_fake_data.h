@@ -89,6 +89,7 @@ struct FakeNet {
   uint32_t nextQpn = 0x11;
   uint32_t nextKey = 1;
   bool hold = false;  // the wire stands still (posts queue up) until hold is false again
+  std::function<void()> regMrHook;  // runs first in every reg_mr (a test may block it there)
   int cqOverflows = 0, badDeregs = 0, flushes = 0;
   struct SendFault {
     std::function<bool(const FakeQp&, const struct ibv_send_wr&)> match;
@@ -350,6 +351,7 @@ struct ibv_pd* fkdAllocPd(struct ibv_context* c) {
 int fkdDeallocPd(struct ibv_pd*) { return 0; }
 
 struct ibv_mr* fkdRegMr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  if (net->regMrHook) net->regMrHook();
   net->mrs.emplace_back();
   FakeMr& m = net->mrs.back();
   memset(&m.mr, 0, sizeof(m.mr));

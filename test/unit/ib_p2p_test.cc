@@ -6,11 +6,16 @@
 // only when a CQ is polled, so every test is one thread and waits for events, not time.
 #include <endian.h>
 #include <atomic>
+#include <chrono>
+#include <thread>
+#include <mutex>
+#include <condition_variable>
 #include "ib_data_fixture.h"
 #include "../../src/transport/net_ib/wrid.h"
 extern "C" {
 #include "../../src/transport/net_ib/comm.h"
 #include "../../src/transport/net_ib/eager/eager_pool.h"
+#include "../../src/transport/net_ib/regpool.h"
 }
 
 namespace {
@@ -335,6 +340,70 @@ TEST_F(IbDataPath, EagerSendGoesBeforeTheReceive) {
   EXPECT_EQ(dst[n], kGuard);
 }
 
+
+// A chunk of the registered pool (regpool.h) is mapped and registered outside the pool's lock:
+// while one thread's registration is stuck in ibv_reg_mr, another thread takes a block (of a
+// size that needs a chunk of its own, so it registers too) without waiting for it. Before, that
+// take waited on the lock for as long as the other registration took.
+TEST_F(IbDataPath, ARegistrationDoesNotHoldThePoolForOthers) {
+  static struct railnetIbRegPool pool = RAILNET_IB_REGPOOL_INIT("test blocks", "none", 8);
+  struct railnetIbRegDevs devs;
+  devs.ndevs = 1;
+  devs.ibDevN[0] = ncclIbMergedDevs[dev0].vProps.devs[0];
+  std::mutex m;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  std::atomic<int> calls{0};
+  N->regMrHook = [&] {
+    if (calls++ != 0) return;
+    std::unique_lock<std::mutex> l(m);
+    entered = true;
+    cv.notify_all();
+    cv.wait(l, [&] { return release; });
+  };
+  struct railnetIbRegBuf a, b;
+  int gotA = 0, gotB = 0;
+  ncclResult_t ra = ncclInternalError, rb = ncclInternalError;
+  std::thread t([&] { ra = railnetIbRegPoolTake(&pool, &devs, 4096, IBV_ACCESS_LOCAL_WRITE, 0, &a, &gotA); });
+  bool inRegistration;
+  {
+    std::unique_lock<std::mutex> l(m);
+    inRegistration = cv.wait_for(l, std::chrono::seconds(10), [&] { return entered; });
+  }
+  bool tookMeanwhile = false;
+  std::thread u;
+  std::atomic<bool> bDone{false};
+  if (inRegistration) {
+    u = std::thread([&] {
+      rb = railnetIbRegPoolTake(&pool, &devs, 8192, IBV_ACCESS_LOCAL_WRITE, 0, &b, &gotB);
+      bDone = true;
+      std::lock_guard<std::mutex> l(m);
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> l(m);
+    tookMeanwhile = cv.wait_for(l, std::chrono::seconds(10), [&] { return bDone.load(); });
+  }
+  {
+    std::lock_guard<std::mutex> l(m);
+    release = true;
+  }
+  cv.notify_all();
+  t.join();
+  if (u.joinable()) u.join();
+  N->regMrHook = nullptr;
+  EXPECT_TRUE(inRegistration) << "the first take never reached ibv_reg_mr";
+  EXPECT_TRUE(tookMeanwhile) << "a take waited for another thread's registration";
+  EXPECT_EQ(ra, ncclSuccess);
+  EXPECT_EQ(rb, ncclSuccess);
+  EXPECT_EQ(gotA, 1);
+  EXPECT_EQ(gotB, 1);
+  railnetIbRegPoolGive(&pool, &a);
+  railnetIbRegPoolGive(&pool, &b);
+  uint64_t inUse = 1, chunks = 1;
+  railnetIbRegPoolCount(&pool, &inUse, &chunks);
+  EXPECT_EQ(inUse, 0u);
+  EXPECT_EQ(chunks, 0u);
+}
 
 // A comm's local control block (the sender's sizes to write, the receiver's clear-to-send
 // entries) comes from the registered pool (regpool.h): 8 comm pairs register one local-only

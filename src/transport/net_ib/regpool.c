@@ -85,33 +85,52 @@ static void take(struct railnetIbRegPool* p, struct railnetIbRegChunk* c, struct
   p->inUse++;
 }
 
+/* Under the lock: a chunk of devs with a free block of bytes and access (NULL: none), and the
+ * blocks of devs in use. */
+static struct railnetIbRegChunk* findRoom(struct railnetIbRegPool* p, const struct railnetIbRegDevs* devs, size_t bytes,
+                                          int access, int* inUse) {
+  uint32_t full = p->perChunk >= 32 ? 0xffffffffu : (1u << p->perChunk) - 1;
+  struct railnetIbRegChunk* room = NULL;
+  *inUse = 0;
+  for (struct railnetIbRegChunk* c = p->chunks; c; c = c->next) {
+    if (!sameDevs(c, devs)) continue;
+    *inUse += __builtin_popcount(c->used);
+    if (room == NULL && c->bytes == bytes && c->access == access && c->used != full) room = c;
+  }
+  return room;
+}
+
 ncclResult_t railnetIbRegPoolTake(struct railnetIbRegPool* p, const struct railnetIbRegDevs* devs, size_t bytes,
                                   int access, int max, struct railnetIbRegBuf* out, int* got) {
   bytes = (bytes + 63) & ~(size_t)63;
   memset(out, 0, sizeof(*out));
   *got = 0;
-  uint32_t full = p->perChunk >= 32 ? 0xffffffffu : (1u << p->perChunk) - 1;
-  ncclResult_t r = ncclSuccess;
-  pthread_mutex_lock(&p->lock);
-  int inUse = 0;
-  struct railnetIbRegChunk* room = NULL;
-  for (struct railnetIbRegChunk* c = p->chunks; c; c = c->next) {
-    if (!sameDevs(c, devs)) continue;
-    inUse += __builtin_popcount(c->used);
-    if (room == NULL && c->bytes == bytes && c->access == access && c->used != full) room = c;
+  /* a new chunk is mapped and registered outside the lock (milliseconds for a large one): other
+   * comms take from the chunks there meanwhile. Made while another thread made one too, it goes
+   * back unused. */
+  struct railnetIbRegChunk* fresh = NULL;
+  for (;;) {
+    pthread_mutex_lock(&p->lock);
+    int inUse = 0;
+    struct railnetIbRegChunk* room = findRoom(p, devs, bytes, access, &inUse);
+    int refused = max > 0 && inUse >= max;
+    if (!refused && room == NULL && fresh != NULL) {
+      fresh->next = p->chunks;
+      p->chunks = fresh;
+      p->nChunks++;
+      room = fresh;
+      fresh = NULL;
+    }
+    if (!refused && room != NULL) {
+      take(p, room, out);
+      *got = 1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (refused || room != NULL) break;
+    NCCLCHECK(chunkNew(p, devs, bytes, access, &fresh));
   }
-  int refused = max > 0 && inUse >= max;
-  if (!refused && room == NULL && (r = chunkNew(p, devs, bytes, access, &room)) == ncclSuccess) {
-    room->next = p->chunks;
-    p->chunks = room;
-    p->nChunks++;
-  }
-  if (r == ncclSuccess && !refused) {
-    take(p, room, out);
-    *got = 1;
-  }
-  pthread_mutex_unlock(&p->lock);
-  return r;
+  if (fresh) chunkFree(fresh);
+  return ncclSuccess;
 }
 
 void railnetIbRegPoolGive(struct railnetIbRegPool* p, struct railnetIbRegBuf* b) {
