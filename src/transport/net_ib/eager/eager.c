@@ -2,7 +2,6 @@
  * Eager small messages (eager.h).
  */
 #include <endian.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "eager.h"
