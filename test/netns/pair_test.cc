@@ -15,6 +15,7 @@
 //    connections held open all along do not make the real check's probes fail.
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <chrono>
@@ -261,14 +262,14 @@ int connectServer() {
 
 bool fileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
-// A plain TCP service on 198.18.30.3:9999 (not a pair listener): counts connections and the
-// bytes it is sent, until the file stop exists.
-int plainService(NetNsIo& io, const std::string& stop) {
+// A plain TCP service on addr:9999 (not a pair listener): counts connections and the bytes it
+// is sent, until the file stop exists.
+int plainService(NetNsIo& io, const std::string& stop, const char* addr = "198.18.30.3") {
   int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   struct sockaddr_in sa = {};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(9999);
-  inet_pton(AF_INET, "198.18.30.3", &sa.sin_addr);
+  inet_pton(AF_INET, addr, &sa.sin_addr);
   int one = 1;
   setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(lfd, (struct sockaddr*)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0) return 1;
@@ -351,9 +352,9 @@ int strangerSession(NetNsIo& io, const std::vector<uint16_t>& types) {
 }
 
 // The hostile client's session: a HELLO asking for 600 s per probe on port 9999, IFACES
-// naming 198.18.30.3 (the plain service, not this client's listener), RDMA_PORTS, TCP_RUN;
-// says each result's step, errno and time; leaves without BYE.
-int hostileSession(NetNsIo& io) {
+// naming 198.18.30.3 (the plain service, not this client's listener; or the address `third`),
+// RDMA_PORTS, TCP_RUN; says each result's step, errno and time; leaves without BYE.
+int hostileSession(NetNsIo& io, const uint8_t third[4] = nullptr) {
   int fd = connectServer();
   if (fd < 0) return 1;
   uint64_t dl = railnetClockNs() + 30000000000ull;
@@ -367,6 +368,7 @@ int hostileSession(NetNsIo& io) {
   snprintf(x.name, sizeof(x.name), "eth0");
   x.family = 4, x.up = 1, x.prefix = 24, x.mtu = 1500;
   x.addr[0] = 198, x.addr[1] = 18, x.addr[2] = 30, x.addr[3] = 3;
+  if (third) memcpy(x.addr, third, 4);
   railnetPairMsg m;
   char why[128] = "";
   if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) return 3;
@@ -456,6 +458,74 @@ TEST_F(PairNetns, HostileClientsAreBoundedAndTheRealCheckStillPasses) {
   EXPECT_TRUE(has(srv, "no pair protocol message within 2000 ms")) << srv;  // the idle ones, each bounded
   EXPECT_TRUE(has(srv, "said BYE before its checks: --serve goes on")) << srv;
   EXPECT_TRUE(has(idled.out, "opened ")) << idled.describe();
+}
+
+// A --serve without a token serves anyone, so it probes only the client's own addresses: the
+// one the session came from and those on its own subnets. A client naming a host on a routed
+// network (198.18.77.0/24, which a reaches by a route over rail9) gets no probe there (step
+// SCOPE) and that host's service no connection; the real client's routed rail (rail9:
+// 198.18.77.2 in b, 198.18.78.1 in a) is left unchecked in the direction server -> client,
+// with a WARNING naming --token, and the check still passes.
+// With the same --token on both ends every address is probed; another token is refused.
+TEST_F(PairNetns, ServeWithoutATokenProbesOnlyTheClientsOwnAddresses) {
+  // a routed rail: one link, each end in its own subnet, each reaching the other's by a route
+  ASSERT_TRUE(NetNs::veth(*a, "rail9", *b, "rail9"));
+  ASSERT_TRUE(a->noLinkLocal("rail9") && b->noLinkLocal("rail9"));
+  ASSERT_TRUE(a->addAddr("rail9", "198.18.78.1/24") && b->addAddr("rail9", "198.18.77.2/24") &&
+              b->addAddr("rail9", "198.18.77.3/24"));
+  ASSERT_TRUE(a->up("rail9") && b->up("rail9") && a->waitRunning("rail9") && b->waitRunning("rail9"));
+  ASSERT_TRUE(a->sh("ip route add 198.18.77.0/24 dev rail9") && b->sh("ip route add 198.18.78.0/24 dev rail9"));
+  std::string out = d.path() + "/serve.out", stop = d.path() + "/stop";
+  std::string cmd = env() + diag() + " --serve --timeout 30 >" + out + " 2>&1";
+  NetNsChild server(*a, [cmd](NetNsIo&) { int st = system(cmd.c_str()); return WIFEXITED(st) ? WEXITSTATUS(st) : 99; });
+  NetNsChild service(*b, [stop](NetNsIo& io) { return plainService(io, stop, "198.18.77.3"); });
+  std::string line;
+  ASSERT_TRUE(service.readLine(&line) && line == "listening") << line;
+  usleep(300000);
+  NetNsResult hostile = b->run([](NetNsIo& io) {
+    static const uint8_t routed[4] = {198, 18, 77, 3};
+    return hostileSession(io, routed);
+  }, 40000);
+  std::ofstream(stop).put('x');
+  NetNsResult svc = service.wait(10000);
+  ASSERT_TRUE(hostile.success()) << hostile.describe() << readFile(out);
+  EXPECT_TRUE(has(hostile.out, "result eth0 step 8 errno 13")) << hostile.out;  // not probed: not its own address
+  EXPECT_FALSE(has(hostile.out, " step 6 ")) << hostile.out;
+  EXPECT_TRUE(has(svc.out, "connections 0 bytes 0")) << svc.out;  // the routed host got no connection
+  ASSERT_TRUE(b->sh("ip addr del 198.18.77.3/24 dev rail9"));
+
+  // the real client, its rail9 on the routed network: checked here -> peer only, and it passes
+  NetNsResult c = b->exec(env() + diag() + " --pair 198.18.30.1 2>/dev/null", 60000);
+  NetNsResult s = server.wait(30000);
+  std::string srv = readFile(out);
+  EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv;
+  std::string rail9 = lineWith(c.out, "198.18.77.2", "198.18.78.1");
+  EXPECT_TRUE(has(rail9, "ok ") && has(rail9, "not probed (not on its subnets)")) << c.out;
+  EXPECT_TRUE(has(c.out, "device 2: rail9 here <-> rail9 on the peer: works")) << c.out;
+  EXPECT_TRUE(has(lineWith(c.out, "198.18.30.2", "198.18.30.1"), "ok ")) << c.out;
+  EXPECT_FALSE(has(lineWith(c.out, "198.18.30.2", "198.18.30.1"), "not probed")) << c.out;
+  EXPECT_TRUE(has(c.out, "the peer did not probe 3 path(s) to this host's addresses")) << c.out;
+  EXPECT_TRUE(has(c.out, "--token T")) << c.out;
+  EXPECT_TRUE(has(srv, "whose own addresses only it probes")) << srv;
+
+  // the same --token on both ends: every address probed, both ways
+  NetNsResult s2;
+  std::string srv2;
+  std::string serveTok = env() + diag() + " --serve --token job7 --timeout 30 >" + out + " 2>&1";
+  NetNsChild server2(*a, [serveTok](NetNsIo&) { int st = system(serveTok.c_str()); return WIFEXITED(st) ? WEXITSTATUS(st) : 99; });
+  usleep(300000);
+  // another token first: refused, and --serve goes on
+  NetNsResult wrong = b->exec(env() + diag() + " --pair 198.18.30.1 --token job8 2>/dev/null", 60000);
+  EXPECT_EQ(wrong.exitCode, 1) << wrong.describe();
+  c = b->exec(env() + diag() + " --pair 198.18.30.1 --token job7 2>/dev/null", 60000);
+  s2 = server2.wait(30000);
+  srv2 = readFile(out);
+  EXPECT_EQ(c.exitCode, 0) << c.describe() << "\nserver:\n" << srv2;
+  rail9 = lineWith(c.out, "198.18.77.2", "198.18.78.1");
+  EXPECT_TRUE(has(rail9, "ok ") && !has(rail9, "not probed") && !has(rail9, "FAIL")) << c.out;
+  EXPECT_FALSE(has(c.out, "the peer did not probe")) << c.out;
+  EXPECT_TRUE(has(srv2, "not this --serve's --token")) << srv2;
+  EXPECT_TRUE(s2.success()) << s2.describe() << srv2;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 extern "C" {
+#include <errno.h>
 #include "pairprobe.h"
 #include "pairproto.h"
 }
@@ -162,6 +163,28 @@ TEST(PairProto, EveryTypeRoundTrips) {
   EXPECT_EQ(railnetPairRecordSize(RAILNET_PAIR_BYE), 0u);
 }
 
+// A server without a token reports the probes it left out (step SCOPE, version 5); a step
+// beyond the last is refused by the decoder.
+TEST(PairProto, TcpStepScopeRoundTripsAndABeyondStepIsRefused) {
+  railnetPairIface l, p;
+  memset(&l, 0, sizeof(l)), memset(&p, 0, sizeof(p));
+  snprintf(l.name, sizeof(l.name), "eth0"), snprintf(p.name, sizeof(p.name), "rail9");
+  l.family = p.family = 4;
+  railnetPairTcpResult r;
+  railnetPairTcpOutOfScope(&l, &p, &r);
+  railnetPairMsg m;
+  ASSERT_EQ(decode(encode(RAILNET_PAIR_TCP_RESULTS, &r, 1), &m), ncclSuccess);
+  EXPECT_EQ(m.u.tcp[0].step, RAILNET_PAIR_TCP_SCOPE);
+  EXPECT_EQ(m.u.tcp[0].err, EACCES);
+  EXPECT_STREQ(m.u.tcp[0].peerIf, "rail9");
+  EXPECT_STREQ(railnetPairTcpStepName(RAILNET_PAIR_TCP_SCOPE), "not probed (not the client's own address)");
+  railnetPairFree(&m);
+  r.step = RAILNET_PAIR_TCP_SCOPE + 1;
+  std::string why;
+  EXPECT_EQ(decode(encode(RAILNET_PAIR_TCP_RESULTS, &r, 1), &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("an unknown TCP probe step"), std::string::npos) << why;
+}
+
 TEST(PairProto, HeaderChecks) {
   railnetPairHello h = hello();
   std::vector<uint8_t> good = encode(RAILNET_PAIR_HELLO, &h, 1);
@@ -174,15 +197,19 @@ TEST(PairProto, HeaderChecks) {
   v = good;
   v[5] = 1;  // version 1 (before the listener's greeting)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 4)"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 1 (this railnet-diag speaks 5)"), std::string::npos) << why;
   v = good;
   v[5] = 2;  // version 2 (--bw one way, LINK with one direction)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 2 (this railnet-diag speaks 4)"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 2 (this railnet-diag speaks 5)"), std::string::npos) << why;
   v = good;
   v[5] = 3;  // version 3 (JOIN without the job's token)
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
-  EXPECT_NE(why.find("protocol version 3 (this railnet-diag speaks 4)"), std::string::npos) << why;
+  EXPECT_NE(why.find("protocol version 3 (this railnet-diag speaks 5)"), std::string::npos) << why;
+  v = good;
+  v[5] = 4;  // version 4 (no TCP step SCOPE)
+  EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);
+  EXPECT_NE(why.find("protocol version 4 (this railnet-diag speaks 5)"), std::string::npos) << why;
   v = good;
   v[7] = 99;  // type
   EXPECT_EQ(decode(v, &m, &why), ncclInvalidArgument);

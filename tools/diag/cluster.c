@@ -27,11 +27,7 @@ static int whoAmI(const diagOptions* d, clusterOptions* o) {
                          RAILNET_CLUSTER_MAX_RANKS);
   char job[256];
   const char* from = d->token ? "--token" : railnetLauncherJobId(job, sizeof(job));
-  if (from) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the token: a fixed-size record on the wire */
-    for (const char* p = d->token ? d->token : job; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    o->token = h ? h : 1, o->tokenFrom = from;
-  }
+  if (from) o->token = pairTokenHash(d->token ? d->token : job), o->tokenFrom = from;
   if (d->rendezvous) snprintf(o->rendezvous, sizeof(o->rendezvous), "%s", d->rendezvous);
   else railnetLauncherRendezvous(o->rendezvous, sizeof(o->rendezvous));
   char host[256];

@@ -12,8 +12,8 @@
 static void usage(FILE* f) {
   fprintf(f,
           "usage: railnet-diag [--json] [--params] [--watch SECONDS] [--help] [--version]\n"
-          "       railnet-diag --serve [--port P] [--timeout S]\n"
-          "       railnet-diag --pair HOST[:P] [--port P] [--bw] [--json]\n"
+          "       railnet-diag --serve [--port P] [--timeout S] [--token T]\n"
+          "       railnet-diag --pair HOST[:P] [--port P] [--bw] [--token T] [--json]\n"
           "       railnet-diag --cluster [--rendezvous HOST:PORT] [--rank R --size N] [--token T] [--timeout S]\n"
           "                              [--json]\n"
           "What railnet sees on this host, what it would choose, and what is wrong with it.\n"
@@ -46,7 +46,11 @@ static void usage(FILE* f) {
           "                   every rank exits 0 when nothing is wrong, 1 when something is\n"
           "  --token T        --cluster: the job's token, the same on every rank; rank 0 refuses a JOIN\n"
           "                   without it (default: the launcher's job id, SLURM_JOB_ID,\n"
-          "                   OMPI_MCA_ess_base_jobid or TORCHELASTIC_RUN_ID)\n"
+          "                   OMPI_MCA_ess_base_jobid or TORCHELASTIC_RUN_ID). --serve and --pair: the\n"
+          "                   same T on both ends; --serve then serves only that --pair and probes\n"
+          "                   every address it names. Without a token --serve serves anyone and probes\n"
+          "                   only the client's own addresses (the one it connected from, and those\n"
+          "                   on the server's subnets): routed rails are checked one way only\n"
           "  --json           the same facts as one JSON object on stdout\n"
           "  -h, --help       this text\n"
           "  --version        the version (railnet-diag VERSION)\n"

@@ -43,7 +43,11 @@ typedef struct {
   int port;         /* --port, default RAILNET_PAIR_DEFAULT_PORT */
   int timeout;      /* --timeout S (serve), default 120 */
   int bw;           /* --bw */
+  uint64_t token;   /* --token T, hashed (pairTokenHash); 0: none, then the server probes only the client's own addresses */
 } pairOptions;
+
+/* pair_state.c: a job's token on the wire, FNV-1a of the text (never 0). */
+uint64_t pairTokenHash(const char* text);
 
 /* ---------------------------------------------------------------- pair_listen.c */
 typedef struct pairListener pairListener;
@@ -126,6 +130,10 @@ typedef struct {
   int nBw;
   uint64_t endNs;      /* --pair: the end of the whole check, as its plan printed (0: not yet) */
   int quiet;           /* --cluster: nothing printed, the check bounded by rank 0's bound */
+  /* a server's session without a job token: it probes only the client's own addresses, the one
+   * its connection came from (ctlFamily 4 or 6, ctlAddr) and those on this host's subnets */
+  int scoped;
+  uint8_t ctlFamily, ctlAddr[16];
 } pairState;
 
 /* pair_state.c: this host's side: hello, interfaces, RDMA entries. */
@@ -134,10 +142,16 @@ void pairStateInit(pairState* st, const pairListener* l);
 void pairProbeTcp(pairState* st, uint16_t peerPort, int timeoutMs, const char* label);
 /* One probe from l to r's port within timeoutMs and the check's end (st->endNs, 0: none):
  * past the end it is not run, and one the end cut short that timed out reads the same
- * (RAILNET_PAIR_TCP_BOUND: no verdict on the path). */
+ * (RAILNET_PAIR_TCP_BOUND: no verdict on the path); one to an address outside the session's
+ * scope (pairProbeInScope) is not run either (RAILNET_PAIR_TCP_SCOPE). */
 void pairProbeOne(const pairState* st, const railnetPairIface* l, const railnetPairIface* r, uint16_t port,
                   int timeoutMs, railnetPairTcpResult* out);
 int pairTcpPathCount(const pairState* st);
+/* 1 when a server may probe the client's address r (st->scoped: only the client's own). */
+int pairProbeInScope(const pairState* st, const railnetPairIface* r);
+/* A session of a server without a job token: scope its probes to the client's addresses (the
+ * address of fd's peer and this host's subnets). */
+void pairStateScope(pairState* st, int fd);
 /* pair_ports.c (--pair and --cluster): from the first address pair that
  * worked on the peer's service port (NCCL's device 0 first), a probe of each of the peer's
  * ephemeral ports into st->eph; and their part of the TCP section: a PROBLEM when the

@@ -76,7 +76,9 @@ static int exchangeFacts(pairState* st, int fd, char* why) {
   st->peer = *m.u.hello;
   railnetPairFree(&m);
   if (st->peer.jobToken != st->self.jobToken) { /* before anything of this host goes to it */
-    snprintf(why, 128, "the peer's HELLO carries %s", st->self.jobToken ? "another job's token" : "a job's token");
+    snprintf(why, 128, "the peer's HELLO carries %s",
+             st->self.jobToken ? (st->peer.jobToken ? "another token" : "no token (give it the same --token)")
+                               : "a token (give this side the same --token)");
     return EPROTO;
   }
   if ((e = railnetPairSend(fd, RAILNET_PAIR_IFACES, st->local, (uint32_t)st->nLocal, dl)) != 0 ||
@@ -201,6 +203,7 @@ int pairClient(const pairOptions* o) {
   pairServeInThread(&l);
   pairStateInit(st, &l);
   st->bw = o->bw;
+  st->self.jobToken = o->token; /* the server refuses a HELLO without its --token, and it without ours */
   char why[512] = "";
   int fd = -1;
   if (connectControl(o->peer, o->port, st, &fd, why, sizeof(why)) != 0) {

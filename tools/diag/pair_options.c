@@ -41,7 +41,7 @@ int diagPairMain(const diagOptions* o) {
     return cliUsageError("railnet-diag", "--serve, --pair and --cluster exclude each other");
   }
   if (o->cluster) return clusterMain(o);
-  pairOptions p = {o->pair, o->port, o->timeout, o->bw};
+  pairOptions p = {o->pair, o->port, o->timeout, o->bw, o->token ? pairTokenHash(o->token) : 0};
   if (o->serve) return pairServe(&p);
   jOpen(NULL, '{');
   jStr("tool", "railnet-diag");

@@ -80,7 +80,7 @@ int pairEphemeralFailed(const pairState* st, char* failed, size_t size, int* err
   failed[0] = '\0', *err = 0;
   for (int k = 0; k < st->nEph; k++) {
     const railnetPairTcpResult* r = &st->eph[k];
-    if (r->step == RAILNET_PAIR_TCP_OK || r->step == RAILNET_PAIR_TCP_GREET || r->step == RAILNET_PAIR_TCP_BOUND) continue;
+    if (r->step == RAILNET_PAIR_TCP_OK || r->step == RAILNET_PAIR_TCP_GREET || r->step >= RAILNET_PAIR_TCP_BOUND) continue;
     if (len < size) len += (size_t)sfmt(failed + len, size - len, "%s%u", len ? ", " : "", st->ephPort[k]);
     if (*err == 0) *err = r->err;
     n++;

@@ -29,8 +29,16 @@ static const railnetPairIface* ifaceOf(const railnetPairIface* list, int n, cons
   return NULL;
 }
 
+/* Does the path work: here -> peer worked, and the peer's probe back worked or was left out
+ * because that server probes only its client's own addresses (no token, RAILNET_PAIR_TCP_SCOPE:
+ * no verdict on that direction, tcpSection says so once). */
+static int pathOk(const railnetPairTcpResult* out, const railnetPairTcpResult* in) {
+  return out->step == RAILNET_PAIR_TCP_OK && in && (in->step == RAILNET_PAIR_TCP_OK || in->step == RAILNET_PAIR_TCP_SCOPE);
+}
+
 static const char* tcpStatus(const railnetPairTcpResult* r, char* buf, size_t size) {
   if (r == NULL) return sfmt(buf, size, "not probed"), buf;
+  if (r->step == RAILNET_PAIR_TCP_SCOPE) return sfmt(buf, size, "not probed (not on its subnets)"), buf;
   if (r->step == RAILNET_PAIR_TCP_OK) sfmt(buf, size, "ok %.1f ms", r->usec / 1000.0);
   else sfmt(buf, size, "FAIL %s: %s", railnetPairTcpStepName(r->step), strerror(r->err));
   return buf;
@@ -59,6 +67,9 @@ static int samePrefix(const railnetPairIface* a, const railnetPairIface* b) {
 }
 
 const char* pairTcpHint(const railnetPairTcpResult* r) {
+  if (r && r->step == RAILNET_PAIR_TCP_SCOPE)
+    return "not probed: a server without a token probes only its client's own addresses; give both ends the same "
+           "--token T to probe every path";
   if (r && r->step == RAILNET_PAIR_TCP_BOUND)
     return "not probed: the check's bound was reached first (many addresses); run railnet-diag --pair between the "
            "two nodes to probe every path";
@@ -82,7 +93,7 @@ static void tcpRow(const pairState* st, const railnetPairTcpResult* o, int* anyO
   char la[INET6_ADDRSTRLEN], ra[INET6_ADDRSTRLEN], s1[96], s2[96];
   railnetPairAddrString(o->family, o->localAddr, la, sizeof(la));
   railnetPairAddrString(o->family, o->peerAddr, ra, sizeof(ra));
-  int ok = o->step == 0 && in && in->step == 0;
+  int ok = pathOk(o, in);
   int chosen = L && R && L->selected && L->selected == R->selected;
   *anyOk |= ok;
   text("  %-8s %-15s %-5u %s %-8s %-15s %-5u %-36s %s\n", o->localIf, la, L ? L->mtu : 0, chosen ? "*" : " ",
@@ -126,7 +137,7 @@ int pairTcpDeviceWorks(const pairState* st, int k, const railnetPairTcpResult** 
     const railnetPairTcpResult* o = &st->out[r];
     if (strcmp(o->localIf, L->name) || strcmp(o->peerIf, R->name)) continue;
     const railnetPairTcpResult* in = findIn(st, o);
-    if (o->step == 0 && in && in->step == 0) return 1;
+    if (pathOk(o, in)) return 1;
     if (fail && !*fail) *fail = o->step ? o : in;
   }
   return 0;
@@ -209,6 +220,14 @@ static int tcpSection(const pairState* st) {
   for (int r = 0; r < st->nOut; r++) tcpRow(st, &st->out[r], &anyOk);
   jClose(']');
   if (!st->inReceived) text("  (the peer's probes of this host did not come back)\n");
+  int unscoped = 0;
+  for (int r = 0; r < st->nIn; r++) unscoped += st->in[r].step == RAILNET_PAIR_TCP_SCOPE;
+  if (unscoped)
+    WARNING("start both ends with the same --token T (railnet-diag --serve --token T, railnet-diag --pair HOST "
+            "--token T) to have the peer probe every address of this host",
+            "the peer did not probe %d path(s) to this host's addresses: a --serve without a token probes only its "
+            "client's own addresses (the one it connected from, and those on the server's subnets), so the direction "
+            "peer -> here of those paths (routed rails) is not checked", unscoped);
   char here[512] = "", peer[512] = "";
   text("  (* = both ends are the same device index in ncclFindInterfaces' choice; NCCL pairs device k with device k)\n");
   int ok = judgeChosen(st, here, sizeof(here), peer, sizeof(peer));
@@ -244,7 +263,7 @@ void pairWorkingIfaces(const pairState* st, int side, char* buf, size_t size) {
     for (int r = 0; r < st->nOut && !ok && !dup; r++) {
       const railnetPairTcpResult* o = &st->out[r];
       const railnetPairTcpResult* in = findIn(st, o);
-      ok = o->step == 0 && in && in->step == 0 && !strcmp(side ? o->peerIf : o->localIf, list[i].name);
+      ok = pathOk(o, in) && !strcmp(side ? o->peerIf : o->localIf, list[i].name);
     }
     if (ok && len < size) len += (size_t)sfmt(buf + len, size - len, "%s%s", len ? "," : "=", list[i].name);
   }

@@ -157,6 +157,7 @@ static void* sessionThread(void* arg) {
   if (st) {
     pairStateInit(st, &sv->listener);
     st->self.jobToken = sv->jobToken; /* the client checks that its partner is of its job */
+    if (sv->jobToken == 0) pairStateScope(st, sv->fd); /* anyone may be the client: probe only its own addresses */
     st->peer = sv->hello;
     snprintf(st->peerName, sizeof(st->peerName), "%s", sv->peer);
     pairLog("session with %s (%s, railnet-diag %s)", sv->peer, sv->hello.host, sv->hello.version);
@@ -192,8 +193,9 @@ static int onHello(int fd, const railnetPairHello* hello, const char* peer, void
   pairServer* sv = (pairServer*)arg;
   if (hello->jobToken != sv->jobToken) {
     pairLog("HELLO from %s (%s) refused: %s", peer, hello->host,
-            sv->jobToken ? "not this job's token (--cluster serves only the ranks of its job)"
-                         : "it carries a --cluster job's token, and this is --serve");
+            sv->persistent ? "not this job's token (--cluster serves only the ranks of its job)"
+            : sv->jobToken ? "not this --serve's --token (give the --pair the same --token)"
+                           : "it carries a token, and this --serve has none (start it with the same --token)");
     return -2;
   }
   pthread_mutex_lock(&sv->lock);
@@ -269,7 +271,10 @@ int pairServe(const pairOptions* o) {
   sv.listener.deadlineNs = railnetClockNs() + (uint64_t)o->timeout * 1000000000ull;
   sv.listener.onHello = onHello;
   sv.listener.arg = &sv;
-  pairLog("--serve: answering the pair protocol on TCP port %u for at most %d s", sv.listener.port, o->timeout);
+  sv.jobToken = o->token;
+  pairLog("--serve: answering the pair protocol on TCP port %u for at most %d s; %s", sv.listener.port, o->timeout,
+          o->token ? "only a --pair with the same --token, whose every address it probes"
+                   : "any client, whose own addresses only it probes (--token T: every address)");
   pairServeLoop(&sv.listener);
   pairListenStop(&sv.listener); /* no new session after this */
   pthread_mutex_lock(&sv.lock);

@@ -2,7 +2,10 @@
  * entries) and the TCP probes from this host's addresses to the peer's, which the client and
  * the server both run. */
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <unistd.h>
 #include "diag.h"
@@ -23,6 +26,12 @@ void pairStateInit(pairState* st, const pairListener* l) {
   if (st->nLr) st->self.flags |= RAILNET_PAIR_F_RDMA;
 }
 
+uint64_t pairTokenHash(const char* text) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a: a fixed-size record on the wire */
+  for (const char* p = text; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  return h ? h : 1;
+}
+
 int pairTcpPathCount(const pairState* st) {
   int n = 0;
   for (int i = 0; i < st->nLocal; i++)
@@ -39,6 +48,34 @@ static int sameSubnet(const railnetPairIface* a, const railnetPairIface* b) {
     if ((a->addr[i] & mask) != (b->addr[i] & mask)) return 0;
   }
   return 1;
+}
+
+/* May a server probe the client's address r? Every address when the session carries a job
+ * token (st->scoped 0); else only the client's own: the address its connection came from, and
+ * addresses on this host's subnets (a stranger cannot make it connect to a third host on
+ * another network, where the greeting alone would still tell which ports are open). */
+int pairProbeInScope(const pairState* st, const railnetPairIface* r) {
+  if (!st->scoped) return 1;
+  int len = r->family == 4 ? 4 : 16;
+  if (r->family == st->ctlFamily && memcmp(r->addr, st->ctlAddr, (size_t)len) == 0) return 1;
+  for (int i = 0; i < st->nLocal; i++)
+    if (sameSubnet(&st->local[i], r)) return 1;
+  return 0;
+}
+
+void pairStateScope(pairState* st, int fd) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  st->scoped = 1;
+  if (getpeername(fd, (struct sockaddr*)&ss, &len) != 0) return; /* then only this host's subnets */
+  if (ss.ss_family == AF_INET) {
+    st->ctlFamily = 4;
+    memcpy(st->ctlAddr, &((struct sockaddr_in*)&ss)->sin_addr, 4);
+  } else if (ss.ss_family == AF_INET6) {
+    const struct in6_addr* a = &((struct sockaddr_in6*)&ss)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a)) st->ctlFamily = 4, memcpy(st->ctlAddr, a->s6_addr + 12, 4);
+    else st->ctlFamily = 6, memcpy(st->ctlAddr, a->s6_addr, 16);
+  }
 }
 
 /* 0: the pair NCCL's devices use on both sides, 1: the same subnet, 2: any other. */
@@ -59,6 +96,10 @@ static int probeBudgetMs(const pairState* st, int timeoutMs) {
 
 void pairProbeOne(const pairState* st, const railnetPairIface* l, const railnetPairIface* r, uint16_t port,
                   int timeoutMs, railnetPairTcpResult* out) {
+  if (!pairProbeInScope(st, r)) {
+    railnetPairTcpOutOfScope(l, r, out);
+    return;
+  }
   int ms = probeBudgetMs(st, timeoutMs);
   if (ms <= 0) {
     railnetPairTcpNotRun(l, r, out);

@@ -44,6 +44,9 @@ void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIfac
                             uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r);
 /* The result of a probe not run (RAILNET_PAIR_TCP_BOUND, ETIMEDOUT): the check's bound came first. */
 void railnetPairTcpNotRun(const railnetPairIface* local, const railnetPairIface* peer, railnetPairTcpResult* r);
+/* The result of a probe refused (RAILNET_PAIR_TCP_SCOPE, EACCES): the address is not one this side
+ * may take for the client's own (a server without a token, railnet-diag's pair_state.c). */
+void railnetPairTcpOutOfScope(const railnetPairIface* local, const railnetPairIface* peer, railnetPairTcpResult* r);
 /* A listener's side of the greeting: GREET with token on a just-accepted fd. 0 or the errno. */
 int railnetPairGreetSend(int fd, uint64_t token, uint64_t deadlineNs);
 /* The connecting side: the GREET by the deadline; 0 when its token is `token` (any token when

@@ -172,7 +172,7 @@ static void codeTcp(pairCursor* c, railnetPairTcpResult* r) {
   cU32(c, &r->usec);
   cRaw(c, r->localAddr, sizeof(r->localAddr));
   cRaw(c, r->peerAddr, sizeof(r->peerAddr));
-  cRange(c, r->step, 0, RAILNET_PAIR_TCP_BOUND, "an unknown TCP probe step");
+  cRange(c, r->step, 0, RAILNET_PAIR_TCP_SCOPE, "an unknown TCP probe step");
   if (c->decode && c->p && !c->bad && r->family != 4 && r->family != 6) c->bad = "an address family other than 4 or 6";
 }
 static void codeRdma(pairCursor* c, railnetPairRdmaEntry* r) {
@@ -292,8 +292,8 @@ const char* railnetPairTypeName(int type) { return knownType(type) ? kTypes[type
 
 const char* railnetPairTcpStepName(int step) {
   static const char* names[] = {"ok", "connect", "send", "receive", "verify", "local interface", "greeting",
-                                "not run (the check's bound)"};
-  return step >= 0 && step <= RAILNET_PAIR_TCP_BOUND ? names[step] : "?";
+                                "not run (the check's bound)", "not probed (not the client's own address)"};
+  return step >= 0 && step <= RAILNET_PAIR_TCP_SCOPE ? names[step] : "?";
 }
 const char* railnetPairRdmaStepName(int step) {
   static const char* names[] = {"ok", "open device", "register memory", "create QP", "QP to INIT", "QP to RTR",

@@ -51,8 +51,10 @@ extern "C" {
 #endif
 
 #define RAILNET_PAIR_MAGIC 0x524e5052u /* "RNPR" */
-#define RAILNET_PAIR_VERSION 4 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions;
-                                * 4: JOIN and HELLO with the job's token, TCP_RUN with a budget */
+#define RAILNET_PAIR_VERSION 5 /* 3: HELLO with the ephemeral ports, --bw both ways, LINK with both directions;
+                                * 4: JOIN and HELLO with the job's token, TCP_RUN with a budget;
+                                * 5: the TCP step SCOPE (a server without a token probes only the
+                                * client's own addresses) */
 #define RAILNET_PAIR_HDR_SIZE 16
 #define RAILNET_PAIR_DEFAULT_PORT 18517
 #define RAILNET_PAIR_MAX_IFACES 64
@@ -128,7 +130,10 @@ typedef struct {
 enum railnetPairTcpStep { RAILNET_PAIR_TCP_OK = 0, RAILNET_PAIR_TCP_CONNECT = 1, RAILNET_PAIR_TCP_SEND = 2,
                           RAILNET_PAIR_TCP_RECV = 3, RAILNET_PAIR_TCP_VERIFY = 4, RAILNET_PAIR_TCP_LOCAL = 5,
                           RAILNET_PAIR_TCP_GREET = 6, /* no greeting with the peer's token: nothing sent */
-                          RAILNET_PAIR_TCP_BOUND = 7 /* not run: the check's bound was reached before it */ };
+                          RAILNET_PAIR_TCP_BOUND = 7, /* not run: the check's bound was reached before it */
+                          RAILNET_PAIR_TCP_SCOPE = 8 /* not run: a server without a token probes only the
+                                                      * client's connection address and addresses on its
+                                                      * own subnets */ };
 const char* railnetPairTcpStepName(int step);
 
 /* TCP_RUN's record (0 or 1 of it): how long the client waits for the server's probes, less

@@ -207,6 +207,12 @@ void railnetPairTcpNotRun(const railnetPairIface* local, const railnetPairIface*
   r->err = ETIMEDOUT;
 }
 
+void railnetPairTcpOutOfScope(const railnetPairIface* local, const railnetPairIface* peer, railnetPairTcpResult* r) {
+  resultOf(local, peer, r);
+  r->step = RAILNET_PAIR_TCP_SCOPE;
+  r->err = EACCES;
+}
+
 void railnetPairTcpProbeRun(const railnetPairIface* local, const railnetPairIface* peer, uint16_t port, int timeoutMs,
                             uint32_t bytes, uint64_t peerToken, railnetPairTcpResult* r) {
   resultOf(local, peer, r);
