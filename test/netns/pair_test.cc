@@ -13,6 +13,9 @@
 //    that service probed with nothing sent to it and within this side's bound, not the one
 //    its HELLO asks for; a stranger's HELLO that goes away does not end --serve; idle
 //    connections held open all along do not make the real check's probes fail.
+//  - without a token --serve probes only the client's own addresses (not a routed host it
+//    names; the real client's routed rail one way, with a WARNING); with --token both ways;
+//  - the server's probes end by the client's budget, the rest reading "not run".
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,6 +529,69 @@ TEST_F(PairNetns, ServeWithoutATokenProbesOnlyTheClientsOwnAddresses) {
   EXPECT_FALSE(has(c.out, "the peer did not probe")) << c.out;
   EXPECT_TRUE(has(srv2, "not this --serve's --token")) << srv2;
   EXPECT_TRUE(s2.success()) << s2.describe() << srv2;
+}
+
+// The server's probes end by the client's budget (TCP_RUN), whatever the number of addresses:
+// a client naming 40 addresses on the server's subnet whose probe port drops every SYN (each
+// probe would take its 2 s: 160 s for the 80 paths) with a budget of 3 s gets its results
+// within that budget and the answer's margin, the paths past the budget reading "not run"
+// (step BOUND: no verdict on them), the ones before it timed out (step connect).
+TEST_F(PairNetns, ServerProbesEndByTheClientsBudget) {
+  std::string adds;
+  for (int k = 10; k < 50; k++) adds += "ip addr add 198.18.30." + std::to_string(k) + "/24 dev eth0 && ";
+  ASSERT_TRUE(b->sh(adds + "nft add table inet rnt && nft 'add chain inet rnt in { type filter hook input priority 0; }' && "
+                    "nft add rule inet rnt in ip daddr 198.18.30.10-198.18.30.49 tcp dport 9999 drop"));
+  std::string out = d.path() + "/serve.out";
+  std::string cmd = env() + diag() + " --serve --timeout 30 >" + out + " 2>&1";
+  NetNsChild server(*a, [cmd](NetNsIo&) { int st = system(cmd.c_str()); return WIFEXITED(st) ? WEXITSTATUS(st) : 99; });
+  usleep(300000);
+  double t0 = nowS();
+  NetNsResult r = b->run([](NetNsIo& io) {
+    int fd = connectServer();
+    uint64_t dl = railnetClockNs() + 30000000000ull, greeted = 0;
+    if (fd < 0 || railnetPairAwaitGreet(fd, 0, dl, &greeted) != 0) return 1;
+    railnetPairHello h = {};
+    snprintf(h.host, sizeof(h.host), "many");
+    snprintf(h.version, sizeof(h.version), "0");
+    h.probePort = 9999, h.timeoutMs = 2000, h.listenToken = 0x5eed;
+    std::vector<railnetPairIface> xs(40);
+    for (int k = 0; k < 40; k++) {
+      snprintf(xs[k].name, sizeof(xs[k].name), "eth0");
+      xs[k].family = 4, xs[k].up = 1, xs[k].prefix = 24, xs[k].mtu = 1500;
+      xs[k].addr[0] = 198, xs[k].addr[1] = 18, xs[k].addr[2] = 30, xs[k].addr[3] = (uint8_t)(10 + k);
+    }
+    railnetPairMsg m;
+    char why[128] = "";
+    if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) return 2;
+    railnetPairFree(&m);
+    if (railnetPairSend(fd, RAILNET_PAIR_IFACES, xs.data(), 40, dl) || railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why))
+      return 3;
+    railnetPairFree(&m);
+    if (railnetPairSend(fd, RAILNET_PAIR_RDMA_PORTS, nullptr, 0, dl) ||
+        railnetPairExpect(fd, RAILNET_PAIR_RDMA_PORTS, &m, dl, why))
+      return 4;
+    railnetPairFree(&m);
+    railnetPairTcpRun run = {3000};
+    if (railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, &run, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why))
+      return 5;
+    int steps[16] = {};
+    for (uint32_t i = 0; i < m.count; i++) steps[m.u.tcp[i].step & 15]++;
+    io.say("results " + std::to_string(m.count) + " connect " + std::to_string(steps[RAILNET_PAIR_TCP_CONNECT]) +
+           " bound " + std::to_string(steps[RAILNET_PAIR_TCP_BOUND]) + " ok " + std::to_string(steps[RAILNET_PAIR_TCP_OK]));
+    railnetPairFree(&m);
+    close(fd);
+    return 0;
+  }, 60000);
+  double took = nowS() - t0;
+  server.kill();
+  ASSERT_TRUE(r.success()) << r.describe() << readFile(out);
+  int n = 0, connect = 0, bound = 0, ok = 0;
+  ASSERT_EQ(sscanf(r.out.c_str(), "results %d connect %d bound %d ok %d", &n, &connect, &bound, &ok), 4) << r.out;
+  EXPECT_EQ(n, 80) << r.out;  // eth0 and eth1 here x 40 addresses: every path has its row
+  EXPECT_EQ(connect + bound, n) << r.out;  // none worked, none went further than connect
+  EXPECT_GE(bound, 70) << r.out;          // at 2 s a probe, at most 2 of them fit in 3 s
+  EXPECT_GE(connect, 1) << r.out;         // the first ran to its own timeout
+  EXPECT_LT(took, 3 + 5 + 2) << r.out;    // the budget, the answer's margin, the process start
 }
 
 }  // namespace
