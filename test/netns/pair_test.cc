@@ -357,12 +357,33 @@ int strangerSession(NetNsIo& io, const std::vector<uint16_t>& types) {
 // The hostile client's session: a HELLO asking for 600 s per probe on port 9999, IFACES
 // naming 198.18.30.3 (the plain service, not this client's listener; or the address `third`),
 // RDMA_PORTS, TCP_RUN; says each result's step, errno and time; leaves without BYE.
-int hostileSession(NetNsIo& io, const uint8_t third[4] = nullptr) {
+// A client's session up to the server's probes: HELLO h, IFACES xs, RDMA_PORTS (none), TCP_RUN
+// (with `run`, or without a budget); the results in *results. 0, or the step that failed.
+int sessionToProbes(const railnetPairHello& h, const railnetPairIface* xs, uint32_t n, const railnetPairTcpRun* run,
+                    railnetPairMsg* results) {
   int fd = connectServer();
   if (fd < 0) return 1;
-  uint64_t dl = railnetClockNs() + 30000000000ull;
-  uint64_t greeted = 0;
-  if (railnetPairAwaitGreet(fd, 0, dl, &greeted) != 0) return 2;
+  uint64_t dl = railnetClockNs() + 30000000000ull, greeted = 0;
+  railnetPairMsg m;
+  char why[128] = "";
+  int failed = 0;
+  if (railnetPairAwaitGreet(fd, 0, dl, &greeted) != 0) failed = 2;
+  else if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why))
+    failed = 3;
+  else if (railnetPairFree(&m), railnetPairSend(fd, RAILNET_PAIR_IFACES, xs, n, dl) ||
+           railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why))
+    failed = 4;
+  else if (railnetPairFree(&m), railnetPairSend(fd, RAILNET_PAIR_RDMA_PORTS, nullptr, 0, dl) ||
+           railnetPairExpect(fd, RAILNET_PAIR_RDMA_PORTS, &m, dl, why))
+    failed = 6;
+  else if (railnetPairFree(&m), railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, run, run ? 1 : 0, dl) ||
+           railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, results, dl, why))
+    failed = 5;
+  close(fd);
+  return failed;
+}
+
+int hostileSession(NetNsIo& io, const uint8_t third[4] = nullptr) {
   railnetPairHello h = {};
   snprintf(h.host, sizeof(h.host), "mallory");
   snprintf(h.version, sizeof(h.version), "0");
@@ -373,23 +394,12 @@ int hostileSession(NetNsIo& io, const uint8_t third[4] = nullptr) {
   x.addr[0] = 198, x.addr[1] = 18, x.addr[2] = 30, x.addr[3] = 3;
   if (third) memcpy(x.addr, third, 4);
   railnetPairMsg m;
-  char why[128] = "";
-  if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) return 3;
-  railnetPairFree(&m);
-  if (railnetPairSend(fd, RAILNET_PAIR_IFACES, &x, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why)) return 4;
-  railnetPairFree(&m);
-  if (railnetPairSend(fd, RAILNET_PAIR_RDMA_PORTS, nullptr, 0, dl) ||
-      railnetPairExpect(fd, RAILNET_PAIR_RDMA_PORTS, &m, dl, why))
-    return 6;
-  railnetPairFree(&m);
-  if (railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, nullptr, 0, dl) ||
-      railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why))
-    return 5;
+  int failed = sessionToProbes(h, &x, 1, nullptr, &m);
+  if (failed) return failed;
   for (uint32_t i = 0; i < m.count; i++)
     io.say("result " + std::string(m.u.tcp[i].localIf) + " step " + std::to_string(m.u.tcp[i].step) + " errno " +
            std::to_string(m.u.tcp[i].err) + " usec " + std::to_string(m.u.tcp[i].usec));
   railnetPairFree(&m);
-  close(fd);
   return 0;
 }
 
@@ -547,9 +557,6 @@ TEST_F(PairNetns, ServerProbesEndByTheClientsBudget) {
   usleep(300000);
   double t0 = nowS();
   NetNsResult r = b->run([](NetNsIo& io) {
-    int fd = connectServer();
-    uint64_t dl = railnetClockNs() + 30000000000ull, greeted = 0;
-    if (fd < 0 || railnetPairAwaitGreet(fd, 0, dl, &greeted) != 0) return 1;
     railnetPairHello h = {};
     snprintf(h.host, sizeof(h.host), "many");
     snprintf(h.version, sizeof(h.version), "0");
@@ -560,26 +567,15 @@ TEST_F(PairNetns, ServerProbesEndByTheClientsBudget) {
       xs[k].family = 4, xs[k].up = 1, xs[k].prefix = 24, xs[k].mtu = 1500;
       xs[k].addr[0] = 198, xs[k].addr[1] = 18, xs[k].addr[2] = 30, xs[k].addr[3] = (uint8_t)(10 + k);
     }
-    railnetPairMsg m;
-    char why[128] = "";
-    if (railnetPairSend(fd, RAILNET_PAIR_HELLO, &h, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_HELLO, &m, dl, why)) return 2;
-    railnetPairFree(&m);
-    if (railnetPairSend(fd, RAILNET_PAIR_IFACES, xs.data(), 40, dl) || railnetPairExpect(fd, RAILNET_PAIR_IFACES, &m, dl, why))
-      return 3;
-    railnetPairFree(&m);
-    if (railnetPairSend(fd, RAILNET_PAIR_RDMA_PORTS, nullptr, 0, dl) ||
-        railnetPairExpect(fd, RAILNET_PAIR_RDMA_PORTS, &m, dl, why))
-      return 4;
-    railnetPairFree(&m);
     railnetPairTcpRun run = {3000};
-    if (railnetPairSend(fd, RAILNET_PAIR_TCP_RUN, &run, 1, dl) || railnetPairExpect(fd, RAILNET_PAIR_TCP_RESULTS, &m, dl, why))
-      return 5;
+    railnetPairMsg m;
+    int failed = sessionToProbes(h, xs.data(), 40, &run, &m);
+    if (failed) return failed;
     int steps[16] = {};
     for (uint32_t i = 0; i < m.count; i++) steps[m.u.tcp[i].step & 15]++;
     io.say("results " + std::to_string(m.count) + " connect " + std::to_string(steps[RAILNET_PAIR_TCP_CONNECT]) +
            " bound " + std::to_string(steps[RAILNET_PAIR_TCP_BOUND]) + " ok " + std::to_string(steps[RAILNET_PAIR_TCP_OK]));
     railnetPairFree(&m);
-    close(fd);
     return 0;
   }, 60000);
   double took = nowS() - t0;
