@@ -40,6 +40,18 @@ struct Ranks {
   }
 };
 
+// Every rank joins the ring, each from its own thread; their groups (NULL: that one failed).
+std::vector<railnetRmaGroup*> connectAll(Ranks& ranks) {
+  std::vector<railnetRmaGroup*> gs(ranks.n, nullptr);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < ranks.n; r++)
+    ts.emplace_back([&, r] {
+      EXPECT_EQ(railnetRmaGroupConnect(ranks.ptrs.data(), ranks.n, r, ranks.listens[r], &gs[r]), ncclSuccess);
+    });
+  for (auto& t : ts) t.join();
+  return gs;
+}
+
 // rank r's block of an all-gather of `bytes`: a pattern of r and the offset
 std::vector<uint8_t> block(int r, size_t bytes) {
   std::vector<uint8_t> b(bytes);
@@ -139,11 +151,7 @@ TEST(RmaGroup, ARankThatLeavesFailsTheOthersAtOnce) {
   LogCapture log;
   const int n = 3;
   Ranks ranks(n);
-  std::vector<railnetRmaGroup*> gs(n, nullptr);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; r++)
-    ts.emplace_back([&, r] { EXPECT_EQ(railnetRmaGroupConnect(ranks.ptrs.data(), n, r, ranks.listens[r], &gs[r]), ncclSuccess); });
-  for (auto& t : ts) t.join();
+  std::vector<railnetRmaGroup*> gs = connectAll(ranks);
   ASSERT_TRUE(gs[0] && gs[1] && gs[2]);
   railnetRmaGroupClose(gs[2]);
   std::vector<ncclResult_t> res(2, ncclSuccess);
@@ -159,6 +167,34 @@ TEST(RmaGroup, ARankThatLeavesFailsTheOthersAtOnce) {
   EXPECT_TRUE(log.contains("rank 2 left the group", NCCL_LOG_WARN)) << log.all();
   railnetRmaGroupClose(gs[0]);
   railnetRmaGroupClose(gs[1]);
+}
+
+// Four ranks; rank 2 leaves without a word. Its neighbours (1 and 3) see the group broken at
+// rank 2; rank 0, whose neighbours are alive, sees it too once they ended their connections
+// (the break goes around the ring): every rank learns it, none waits.
+bool brokenWithin(railnetRmaGroup* g, int* lost) {
+  for (int i = 0; i < 20000; i++) {
+    if (railnetRmaGroupBroken(g, lost)) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+TEST(RmaGroup, ARankThatLeavesBreaksTheGroupForEveryRank) {
+  const int n = 4;
+  Ranks ranks(n);
+  std::vector<railnetRmaGroup*> gs = connectAll(ranks);
+  ASSERT_TRUE(gs[0] && gs[1] && gs[2] && gs[3]);
+  int lost = -9;
+  EXPECT_FALSE(railnetRmaGroupBroken(gs[0], &lost));  // all alive: not broken
+  railnetRmaGroupClose(gs[2]);
+  EXPECT_TRUE(brokenWithin(gs[1], &lost));
+  EXPECT_EQ(lost, 2);
+  EXPECT_TRUE(brokenWithin(gs[3], &lost));
+  EXPECT_EQ(lost, 2);
+  EXPECT_TRUE(brokenWithin(gs[0], &lost));
+  EXPECT_TRUE(lost == 1 || lost == 3) << lost;
+  for (int r : {0, 1, 3}) railnetRmaGroupClose(gs[r]);
 }
 
 TEST(RmaGroup, BadArgumentsAreRefused) {
@@ -177,8 +213,11 @@ TEST(RmaGroup, BadArgumentsAreRefused) {
 
 }  // namespace
 
-// The RMA plugin tables railnet will export: the entries where NCCL 2.30 reads them.
-#include "railnet_net/rma.h"
+// The RMA plugin tables railnet will export: the entries where NCCL 2.30 reads them, and
+// railnet's two tables have every one.
+extern "C" {
+#include "../../src/transport/net_ib/rma/rma.h"
+}
 TEST(RmaAbi, TheTablesHaveNccl230sLayout) {
   EXPECT_EQ(offsetof(ncclRma_v14_t, connect), 5 * sizeof(void*));
   EXPECT_EQ(offsetof(ncclRma_v14_t, iputSignal), 14 * sizeof(void*));
@@ -189,4 +228,23 @@ TEST(RmaAbi, TheTablesHaveNccl230sLayout) {
   EXPECT_EQ(offsetof(ncclGinConfig_v13_t, trafficClass), 4 * sizeof(int));
   EXPECT_EQ(NCCL_NET_SIGNAL_OP_INC, 1);
   EXPECT_EQ(NCCL_NET_SIGNAL_OP_ADD, 2);
+}
+
+TEST(RmaAbi, RailnetsTablesHaveEveryEntry) {
+  auto every = [](const void* table, size_t bytes) {
+    const void* const* p = (const void* const*)table;
+    for (size_t i = 0; i < bytes / sizeof(void*); i++)
+      if (p[i] == nullptr) return (int)i;
+    return -1;
+  };
+  EXPECT_EQ(every(&railnetRmaIb_v14, sizeof(railnetRmaIb_v14)), -1);
+  EXPECT_EQ(every(&railnetRmaIb_v13, sizeof(railnetRmaIb_v13)), -1);
+  // version 13: no device handle for a proxy; a bad call is refused, never a crash
+  ncclGinConfig_v13_t cfg = {0, 0, 1, 0, 0};
+  ncclNetDeviceHandle_v11_t* dev = (ncclNetDeviceHandle_v11_t*)&cfg;
+  void* ctx = &cfg;
+  EXPECT_EQ(railnetRmaIb_v13.createContext(nullptr, &cfg, &ctx, &dev), ncclInvalidArgument);
+  EXPECT_EQ(dev, nullptr);
+  bool err = true;
+  EXPECT_EQ(railnetRmaIb_v14.queryLastError(nullptr, &err), ncclInvalidArgument);
 }

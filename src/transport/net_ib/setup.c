@@ -47,6 +47,8 @@ static const railnetParam setupParams[] = {
 RAILNET_PARAM_TABLE("net_ib/setup", setupParams);
 
 int railnetIbParamQpsPerConn(void) { return (int)railnetParamInt(&setupParams[P_QPS_PER_CONN]); }
+int railnetIbParamTc(void) { return (int)railnetParamInt(&setupParams[P_TC]); }
+int railnetIbParamSl(void) { return (int)railnetParamInt(&setupParams[P_SL]); }
 int railnetIbParamSplitDataOnQps(void) { return (int)railnetParamInt(&setupParams[P_SPLIT]); }
 
 /* The GID index of a comm's device, chosen again for every comm as NCCL does (unless fixed at
@@ -75,6 +77,14 @@ static ncclResult_t commGid(struct ncclIbDev* dev, struct ncclIbCommDev* cd) {
  * only the last write of a slot); the receiver also its clear-to-send writes (at least one per
  * RAILNET_IB_FIFO_SLOTS / 2) and the flush reads. */
 static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int nqps) {
+  int qpsHere = (nqps + ncclIbMergedDevs[vDev].vProps.ndevs - 1) / ncclIbMergedDevs[vDev].vProps.ndevs;
+  /* + 2: a path probe (probe.c) in flight */
+  int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere + 2
+                         : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;
+  return railnetIbCommDevsInit(base, vDev, cqe);
+}
+
+ncclResult_t railnetIbCommDevsInit(struct ncclIbNetCommBase* base, int vDev, int cqe) {
   struct ncclIbMergedDev* m = &ncclIbMergedDevs[vDev];
   base->vDev = vDev;
   base->vProps = m->vProps;
@@ -86,10 +96,6 @@ static ncclResult_t commDevsInit(struct ncclIbNetCommBase* base, int vDev, int n
     cd->portErrSeen = __atomic_load_n(&dev->stats.portErrors, __ATOMIC_ACQUIRE);
     cd->qpErrSeen = __atomic_load_n(&dev->stats.qpErrors, __ATOMIC_ACQUIRE);
     NCCLCHECK(railnetIbPdAcquire(cd->ibDevN, &cd->pd));
-    int qpsHere = (nqps + base->vProps.ndevs - 1) / base->vProps.ndevs;
-    /* + 2: a path probe (probe.c) in flight */
-    int cqe = base->isSend ? RAILNET_IB_FIFO_SLOTS * qpsHere + 2
-                           : 2 * RAILNET_IB_FIFO_SLOTS * qpsHere + RAILNET_IB_FIFO_SLOTS + 2;
     NCCLCHECK(wrap_ibv_create_cq(&cd->cq, dev->context, cqe, NULL, NULL, 0));
     NCCLCHECK(commGid(dev, cd));
   }

@@ -31,6 +31,13 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
 /* NCCL_IB_QPS_PER_CONNECTION, NCCL_IB_SPLIT_DATA_ON_QPS */
 int railnetIbParamQpsPerConn(void);
 int railnetIbParamSplitDataOnQps(void);
+/* NCCL_IB_TC and NCCL_IB_SL as set (-1: not set) */
+int railnetIbParamTc(void);
+int railnetIbParamSl(void);
+/* The PD, a CQ of cqe entries and the GID (chosen as for every comm) of each device of vDevice
+ * vDev, into base->devs (railnetIbCommFree gives them back); the comms' setup and the RMA
+ * contexts (rma/rma_ctx.c) make their devices with it. */
+ncclResult_t railnetIbCommDevsInit(struct ncclIbNetCommBase* base, int vDev, int cqe);
 
 #ifdef __cplusplus
 }

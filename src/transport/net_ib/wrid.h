@@ -122,6 +122,11 @@ static inline int railnetIbWrIdCtsSlot(uint64_t w) { return (int)(w & 0xffff); }
 static inline uint64_t railnetIbWrIdRecvSlot(int slot) { return (uint64_t)slot; }
 static inline uint64_t railnetIbWrIdPreposted(void) { return RAILNET_IB_WRID_PREPOSTED; }
 static inline uint64_t railnetIbWrIdFlush(int reqIndex) { return (uint64_t)reqIndex; }
+/* RMA (rma/rma_ops.c): a request's address (8-byte aligned), bit 0 set on its last, signaled
+ * work request */
+static inline uint64_t railnetIbWrIdRma(const void* req, int last) { return (uint64_t)(uintptr_t)req | (last ? 1u : 0u); }
+static inline void* railnetIbWrIdRmaReq(uint64_t w) { return (void*)(uintptr_t)(w & ~(uint64_t)1); }
+static inline int railnetIbWrIdRmaLast(uint64_t w) { return (int)(w & 1); }
 
 /* ---- data immediates (post.c writes them, matching.c and completion.c read them) */
 static inline uint32_t railnetIbImmFo(uint64_t id, int chunk) {

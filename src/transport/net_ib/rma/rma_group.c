@@ -157,6 +157,7 @@ ncclResult_t railnetRmaGroupConnect(void* handles[], int nranks, int rank, struc
   NCCLCHECK(RAILNET_CALLOC(&g, 1, "an RMA group"));
   g->rank = rank, g->nranks = nranks;
   g->next.fd = g->prev.fd = -1;
+  g->lost = -1;
   if (nranks > 1) {
     ncclResult_t r = formRing(g, &next, l);
     if (r != ncclSuccess) {
@@ -168,39 +169,36 @@ ncclResult_t railnetRmaGroupConnect(void* handles[], int nranks, int rank, struc
   return ncclSuccess;
 }
 
+/* Moves what socket s takes now of buf[*done, bytes) (op: NCCL_SOCKET_SEND or _RECV); a closed
+ * connection is rank `neighbour` leaving. */
+static ncclResult_t ringMove(struct railnetRmaGroup* g, int op, struct ncclSocket* s, char* buf, size_t bytes,
+                             size_t* done, int neighbour) {
+  if (*done >= bytes) return ncclSuccess;
+  int n = bytes - *done > (1u << 30) ? 1 << 30 : (int)(bytes - *done), off = 0, closed = 0;
+  NCCLCHECK(ncclSocketProgress(op, s, buf + *done, n, &off, &closed));
+  *done += (size_t)off;
+  if (closed) {
+    WARN("NET/IB RMA : rank %d: rank %d left the group (its connection closed); the group cannot go on: "
+         "check that rank's log", g->rank, neighbour);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
 /* Sends sbuf to the next rank while receiving rbuf from the previous one, both `bytes`. */
 static ncclResult_t shiftRing(struct railnetRmaGroup* g, const void* sbuf, void* rbuf, size_t bytes) {
   size_t sent = 0, got = 0;
+  int next = (g->rank + 1) % g->nranks, prev = (g->rank + g->nranks - 1) % g->nranks;
   uint64_t idleNs = (uint64_t)railnetSocketPeerTimeoutMs() * 1000000ull, last = railnetClockNs();
   while (sent < bytes || got < bytes) {
     size_t before = sent + got;
-    int closed = 0;
-    if (sent < bytes) {
-      int n = bytes - sent > (1u << 30) ? 1 << 30 : (int)(bytes - sent), off = 0;
-      NCCLCHECK(ncclSocketProgress(NCCL_SOCKET_SEND, &g->next, (char*)sbuf + sent, n, &off, &closed));
-      sent += (size_t)off;
-      if (closed) {
-        WARN("NET/IB RMA : rank %d: rank %d left the group (its connection closed); the group cannot go on: "
-             "check that rank's log", g->rank, (g->rank + 1) % g->nranks);
-        return ncclRemoteError;
-      }
-    }
-    if (got < bytes) {
-      int n = bytes - got > (1u << 30) ? 1 << 30 : (int)(bytes - got), off = 0;
-      NCCLCHECK(ncclSocketProgress(NCCL_SOCKET_RECV, &g->prev, (char*)rbuf + got, n, &off, &closed));
-      got += (size_t)off;
-      if (closed) {
-        WARN("NET/IB RMA : rank %d: rank %d left the group (its connection closed); the group cannot go on: "
-             "check that rank's log", g->rank, (g->rank + g->nranks - 1) % g->nranks);
-        return ncclRemoteError;
-      }
-    }
+    NCCLCHECK(ringMove(g, NCCL_SOCKET_SEND, &g->next, (char*)sbuf, bytes, &sent, next));
+    NCCLCHECK(ringMove(g, NCCL_SOCKET_RECV, &g->prev, (char*)rbuf, bytes, &got, prev));
     uint64_t now = railnetClockNs();
     if (sent + got != before) last = now;
     else if (now - last > idleNs) {
       WARN("NET/IB RMA : rank %d: no progress of the group's exchange for %lld ms (RAILNET_SOCKET_TIMEOUT_MSEC): "
-           "rank %d or %d stopped answering", g->rank, (long long)railnetSocketPeerTimeoutMs(),
-           (g->rank + g->nranks - 1) % g->nranks, (g->rank + 1) % g->nranks);
+           "rank %d or %d stopped answering", g->rank, (long long)railnetSocketPeerTimeoutMs(), prev, next);
       return ncclRemoteError;
     } else usleep(50);
   }
@@ -227,6 +225,20 @@ ncclResult_t railnetRmaGroupBarrier(struct railnetRmaGroup* g) {
   ncclResult_t r = railnetRmaGroupAllGather(g, &mine, all, 1);
   free(all);
   return r;
+}
+
+int railnetRmaGroupBroken(struct railnetRmaGroup* g, int* lost) {
+  if (g == NULL || g->nranks == 1) return 0;
+  if (!g->broken) {
+    int prevGone = railnetSocketPeerGone(&g->prev, NULL), nextGone = railnetSocketPeerGone(&g->next, NULL);
+    if (!prevGone && !nextGone) return 0;
+    g->broken = 1;
+    g->lost = prevGone ? (g->rank + g->nranks - 1) % g->nranks : (g->rank + 1) % g->nranks;
+    railnetSocketShutdownSend(&g->prev); /* both neighbours read the end: the break goes around */
+    railnetSocketShutdownSend(&g->next);
+  }
+  if (lost) *lost = g->lost;
+  return 1;
 }
 
 void railnetRmaGroupClose(struct railnetRmaGroup* g) {

@@ -46,6 +46,7 @@ struct railnetRmaGroup {
   int rank, nranks;
   struct ncclSocket next;  /* to rank + 1 */
   struct ncclSocket prev;  /* from rank - 1 */
+  int broken, lost;        /* a ring connection closed: the neighbour whose did */
 };
 
 /* A listener on ifAddr (port chosen by the kernel); its handle into handle (zeroed first). */
@@ -60,6 +61,11 @@ ncclResult_t railnetRmaGroupConnect(void* handles[], int nranks, int rank, struc
 ncclResult_t railnetRmaGroupAllGather(struct railnetRmaGroup* g, const void* mine, void* all, size_t bytes);
 /* Collective: returns once every rank has called it. */
 ncclResult_t railnetRmaGroupBarrier(struct railnetRmaGroup* g);
+/* Whether the group broke, without blocking: a ring connection closed (its rank exited or
+ * lost its host, or the break came around the ring). The first time, this rank ends its own
+ * ring connections so that the break goes on to every rank. 1 and the neighbour whose
+ * connection closed in *lost, else 0. */
+int railnetRmaGroupBroken(struct railnetRmaGroup* g, int* lost);
 void railnetRmaGroupClose(struct railnetRmaGroup* g);
 
 #ifdef __cplusplus

@@ -1,0 +1,313 @@
+// One-sided RMA (src/transport/net_ib/rma/) on soft-RoCE, at NCCL's default timeouts: groups
+// of 2 and 4 ranks, each a forked process, spread over rxe0 and rxe1 (rank r on device r % 2),
+// their handles exchanged through shared memory as NCCL's bootstrap would. Each rank:
+//  - puts with a signal into the next rank's window (sizes 0 B to 1 MiB, both signal ops; a
+//    zero-size put is the signal only) on every context; the next rank waits on the signal
+//    word and then checks every byte: the signal is seen only after its data;
+//  - gets from the next rank's window and checks every byte;
+//  - posts 64 puts at once before testing any of them (many outstanding on one context);
+//  - is refused (ncclInvalidArgument, a WARN) an offset past the target's window, an unknown
+//    rank, a rank outside its rank stride, an unknown signal operation, a context out of range,
+//    a deregistered window (and its second deregistration).
+// And a rank killed once everything is up: the other's put to it fails (the group's connection
+// to it closed), with a WARN naming it, and queryLastError says so.
+#include "test_util.h"
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <atomic>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "core.h"
+#include "ibvwrap.h"
+#include "socket.h"
+#include "../../src/transport/net_ib/init.h"
+#include "../../src/transport/net_ib/rma/rma.h"
+#include "testing.h"
+}
+#include "ib_test_env.h"
+
+namespace {
+
+const int kMaxRanks = 8;
+// a window is three parts: the source, the put target, the get target. 1 MiB: the tier runs
+// every soft-RoCE test in one command of 560 s under TCG (test/softroce/tier.sh)
+const size_t kPart = 1u << 20;
+
+struct Shared {
+  uint8_t handles[kMaxRanks][NCCL_NET_HANDLE_MAXSIZE];
+  std::atomic<int> listening, arrived, dying;
+  pid_t pids[kMaxRanks];
+  char why[kMaxRanks][256];
+};
+
+uint8_t patternOf(int rank, int k, size_t i) { return (uint8_t)(rank * 37 + k * 11 + i * 7 + (i >> 10)); }
+
+// The test's own out-of-band barrier: the m-th call of every rank returns once all n made it.
+bool oobBarrier(Shared* sh, int* m, int n) {
+  sh->arrived++;
+  int target = n * ++*m;
+  for (int i = 0; i < 120000 && sh->arrived.load() < target; i++) usleep(1000);
+  return sh->arrived.load() >= target;
+}
+
+// Waits for request r; "" or what failed.
+std::string wait(void* coll, void* r) {
+  int done = 0;
+  long long end = railnetClockNs() + 120000000000LL;
+  while (!done && (long long)railnetClockNs() < end)
+    if (railnetRmaTest(coll, r, &done) != ncclSuccess) return "test() failed";
+  return done ? "" : "a request did not complete within 120 s";
+}
+
+struct Rank {
+  Shared* sh;
+  int r, n, stride;
+  void *ctx = nullptr, *coll = nullptr, *rctx = nullptr, *dataMr = nullptr, *sigMr = nullptr;
+  uint8_t* data = nullptr;
+  volatile uint64_t* sig = nullptr;
+
+  std::string setUp() {
+    if (railnetRmaInit(&ctx, 0x1234, nullptr) != ncclSuccess) return "init failed";
+    int ndev = 0;
+    if (railnetRmaDevices(&ndev) != ncclSuccess || ndev < 2) return "fewer than two devices";
+    ncclNetProperties_v12_t props;
+    if (railnetRmaGetProperties(r % 2, &props) != ncclSuccess || props.netDeviceType != NCCL_NET_DEVICE_GIN_PROXY)
+      return "getProperties: not a GIN proxy device";
+    void* lc = nullptr;
+    if (railnetRmaListen(ctx, r % 2, sh->handles[r], &lc) != ncclSuccess) return "listen failed";
+    sh->listening++;
+    for (int i = 0; i < 60000 && sh->listening.load() < n; i++) usleep(1000);
+    std::vector<void*> hs(n);
+    for (int k = 0; k < n; k++) hs[k] = sh->handles[k];
+    if (railnetRmaConnect(nullptr, hs.data(), n, r, lc, &coll) != ncclSuccess) return "connect failed";
+    railnetRmaCloseListen(lc);
+    ncclRmaConfig_v14_t cfg = {2, INT_MIN, stride};
+    if (railnetRmaCreateContext(coll, &cfg, &rctx) != ncclSuccess) return "createContext failed";
+    data = (uint8_t*)mmap(nullptr, 3 * kPart, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    sig = (volatile uint64_t*)mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED || sig == MAP_FAILED) return "mmap failed";
+    if (railnetRmaRegMrSym(coll, data, 3 * kPart, NCCL_PTR_HOST, 0, &dataMr) != ncclSuccess) return "regMrSym failed";
+    if (railnetRmaRegMrSym(coll, (void*)sig, 8 * kMaxRanks, NCCL_PTR_HOST,
+                           NCCL_NET_MR_FLAG_FORCE_SO | NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET, &sigMr) != ncclSuccess)
+      return "regMrSym of the signals failed";
+    return "";
+  }
+
+  // Round k: a put of `size` bytes with a signal (op) to the next rank; waits for the signal of
+  // the previous rank to reach `expect`, then checks its bytes.
+  std::string putSignalRound(int k, size_t size, uint32_t op, uint64_t value, uint64_t expect) {
+    int to = (r + stride) % n, from = (r - stride + n) % n;
+    for (size_t i = 0; i < size; i++) data[i] = patternOf(r, k, i);
+    void* req = nullptr;
+    if (railnetRmaIputSignal(rctx, k % 2, 0, size ? dataMr : nullptr, size, kPart, size ? dataMr : nullptr, to,
+                             8 * r, sigMr, value, op, true, &req) != ncclSuccess || req == nullptr)
+      return "iputSignal failed (round " + std::to_string(k) + ")";
+    std::string e = wait(coll, req);
+    if (!e.empty()) return e;
+    long long end = railnetClockNs() + 120000000000LL;
+    while (__atomic_load_n(&sig[from], __ATOMIC_ACQUIRE) < expect && (long long)railnetClockNs() < end) usleep(100);
+    uint64_t got = __atomic_load_n(&sig[from], __ATOMIC_ACQUIRE);
+    if (got != expect)
+      return "round " + std::to_string(k) + ": signal " + std::to_string(got) + ", wanted " + std::to_string(expect);
+    for (size_t i = 0; i < size; i++)
+      if (data[kPart + i] != patternOf(from, k, i))
+        return "round " + std::to_string(k) + ": byte " + std::to_string(i) + " of " + std::to_string(size) +
+               " is not the previous rank's after its signal";
+    return "";
+  }
+
+  std::string getRound(int k, size_t size) {
+    int to = (r + stride) % n;
+    void* req = nullptr;
+    if (railnetRmaIget(rctx, k % 2, 0, dataMr, size, 2 * kPart, dataMr, to, &req) != ncclSuccess || req == nullptr)
+      return "iget failed";
+    std::string e = wait(coll, req);
+    if (!e.empty()) return e;
+    for (size_t i = 0; i < size; i++)
+      if (data[2 * kPart + i] != patternOf(to, k, i)) return "get: byte " + std::to_string(i) + " differs";
+    return "";
+  }
+
+  std::string badInputs() {
+    LogCapture log;
+    void* req = nullptr;
+    int to = (r + stride) % n;
+    if (railnetRmaIput(rctx, 0, 0, dataMr, 64, 3 * kPart - 32, dataMr, to, &req) != ncclInvalidArgument)
+      return "a put past the window was not refused";
+    if (!log.contains("is outside the target rank's window", NCCL_LOG_WARN)) return "no WARN for the window";
+    if (railnetRmaIput(rctx, 0, 0, dataMr, 64, 0, dataMr, n, &req) != ncclInvalidArgument)
+      return "a put to an unknown rank was not refused";
+    if (railnetRmaIput(rctx, 2, 0, dataMr, 64, 0, dataMr, to, &req) != ncclInvalidArgument)
+      return "a context out of range was not refused";
+    if (railnetRmaIputSignal(rctx, 0, 0, nullptr, 0, 0, nullptr, to, 0, sigMr, 1, 7, true, &req) != ncclInvalidArgument)
+      return "signal op 7 was not refused";
+    if (stride > 1 && railnetRmaIput(rctx, 0, 0, dataMr, 64, 0, dataMr, (r + 1) % n, &req) != ncclInvalidArgument)
+      return "a put to a rank outside the stride was not refused";
+    // a window deregistered (collective registration, so every rank makes and drops one)
+    void* gone = nullptr;
+    if (railnetRmaRegMrSym(coll, data, 4096, NCCL_PTR_HOST, 0, &gone) != ncclSuccess) return "regMrSym failed";
+    if (railnetRmaDeregMrSym(coll, gone) != ncclSuccess) return "deregMrSym failed";
+    if (railnetRmaIput(rctx, 0, 0, gone, 64, 0, dataMr, to, &req) != ncclInvalidArgument)
+      return "a put from a deregistered window was not refused";
+    if (!log.contains("not a live registration of this group", NCCL_LOG_WARN)) return "no WARN for the deregistered window";
+    if (railnetRmaDeregMrSym(coll, gone) != ncclInvalidArgument) return "a second deregMrSym was not refused";
+    return req == nullptr ? "" : "a refused operation returned a request";
+  }
+
+  // 64 puts of 4 KiB to consecutive offsets, all posted before any is tested, then a signal.
+  std::string manyOutstanding(int k) {
+    int to = (r + stride) % n;
+    const size_t each = 4096;
+    for (size_t i = 0; i < 64 * each; i++) data[i] = patternOf(r, k, i);
+    std::vector<void*> reqs(64, nullptr);
+    for (int q = 0; q < 64; q++)
+      if (railnetRmaIput(rctx, 1, q * each, dataMr, each, kPart + q * each, dataMr, to, &reqs[q]) != ncclSuccess)
+        return "put " + std::to_string(q) + " failed";
+    for (void* q : reqs) {
+      std::string e = wait(coll, q);
+      if (!e.empty()) return e;
+    }
+    void* s = nullptr;
+    // the signal goes on context 1 too: after the 64 puts of that context's QP
+    if (railnetRmaIputSignal(rctx, 1, 0, nullptr, 0, 0, nullptr, to, 8 * r, sigMr, 1000, NCCL_NET_SIGNAL_OP_ADD, true,
+                             &s) != ncclSuccess)
+      return "the closing signal failed";
+    return wait(coll, s);
+  }
+
+  void tearDown() {
+    if (rctx) railnetRmaDestroyContext(rctx);
+    if (dataMr) railnetRmaDeregMrSym(coll, dataMr);
+    if (sigMr) railnetRmaDeregMrSym(coll, sigMr);
+    if (coll) railnetRmaCloseColl(coll);
+    if (ctx) railnetRmaFinalize(ctx);
+  }
+};
+
+std::string runRank(Shared* sh, int r, int n, int stride) {
+  Rank k{sh, r, n, stride};
+  std::string e = k.setUp();
+  const std::vector<size_t> sizes = {0, 1, 8, 4095, 4097, 65536, kPart - 1, kPart};
+  uint64_t expect = 0;
+  int m = 0;  // barriers so far
+  for (size_t i = 0; e.empty() && i < sizes.size(); i++) {
+    uint32_t op = i % 2 ? NCCL_NET_SIGNAL_OP_ADD : NCCL_NET_SIGNAL_OP_INC;
+    uint64_t value = op == NCCL_NET_SIGNAL_OP_ADD ? 5 + i : 99;  // INC ignores the value
+    expect += op == NCCL_NET_SIGNAL_OP_ADD ? value : 1;
+    e = k.putSignalRound((int)i, sizes[i], op, value, expect);
+    // nobody writes the next round's source or target before every rank checked this one
+    if (!oobBarrier(sh, &m, n) && e.empty()) e = "barrier";
+  }
+  int last = (int)sizes.size() - 1;  // the sources hold round `last`'s pattern
+  if (e.empty()) e = k.getRound(last, kPart);
+  if (!oobBarrier(sh, &m, n) && e.empty()) e = "barrier";  // every get read its source before it changes
+  if (e.empty()) e = k.badInputs();
+  if (e.empty()) e = k.manyOutstanding(100);
+  if (e.empty()) {
+    int from = (r - stride + n) % n;
+    long long end = railnetClockNs() + 120000000000LL;
+    while (__atomic_load_n(&k.sig[from], __ATOMIC_ACQUIRE) < expect + 1000 && (long long)railnetClockNs() < end)
+      usleep(100);
+    if (k.sig[from] != expect + 1000) e = "the closing signal did not arrive";
+    for (size_t i = 0; e.empty() && i < 64 * 4096; i++)
+      if (k.data[kPart + i] != patternOf(from, 100, i)) e = "many outstanding: byte " + std::to_string(i) + " differs";
+  }
+  if (!oobBarrier(sh, &m, n) && e.empty()) e = "the last barrier";
+  k.tearDown();
+  return e;
+}
+
+// Rank 1 dies (SIGKILL) once the group, the contexts and the windows are up; rank 0 then puts
+// to it, at NCCL's default NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT (with which soft-RoCE retries
+// without end): the put fails once rank 0 sees the group's connection to rank 1 closed, with a
+// WARN naming rank 1, and queryLastError reports it.
+std::string runDeadPeer(Shared* sh, int r) {
+  Rank k{sh, r, 2, 1};
+  std::string e = k.setUp();
+  int m = 0;
+  if (!oobBarrier(sh, &m, 2) && e.empty()) e = "barrier";
+  if (r == 1) {
+    sh->dying = 1;
+    raise(SIGKILL);
+  }
+  // the event: rank 1 is gone (a zombie: its QPs and memory released), not a time
+  std::string stat = "/proc/" + std::to_string(sh->pids[1]) + "/stat";
+  for (int i = 0; i < 60000 && e.empty(); i++) {
+    std::string st = readFile(stat);
+    size_t close = st.rfind(')');
+    if (sh->dying.load() && (st.empty() || (close != std::string::npos && st.compare(close, 3, ") Z") == 0))) break;
+    usleep(1000);
+  }
+  LogCapture log;
+  void* req = nullptr;
+  long long t0 = railnetClockNs();
+  if (e.empty() && railnetRmaIput(k.rctx, 0, 0, k.dataMr, 4096, kPart, k.dataMr, 1, &req) != ncclSuccess)
+    e = "the put was refused at once";
+  int done = 0;
+  ncclResult_t res = ncclSuccess;
+  while (e.empty() && !done && railnetClockNs() - t0 < 200000000000LL) res = railnetRmaTest(k.coll, req, &done);
+  double took = (railnetClockNs() - t0) / 1e9;
+  fprintf(stderr, "rank 0: the put to the dead rank 1 failed after %.1f s (fault to WARN)\n", took);
+  bool hasError = false;
+  if (e.empty() && !done) e = "the put to a dead rank did not end in 200 s";
+  if (e.empty() && res != ncclRemoteError) e = "the put to a dead rank did not fail";
+  if (e.empty() && !log.contains("put to rank 1 failed", NCCL_LOG_WARN)) e = "no WARN naming rank 1: " + log.all();
+  if (e.empty() && (railnetRmaQueryLastError(k.rctx, &hasError) != ncclSuccess || !hasError))
+    e = "queryLastError did not report it";
+  k.tearDown();
+  return e;
+}
+
+class RmaSoftRoce : public IbTwoDevicesTest {
+ protected:
+  // n ranks as forked processes; "" or the first rank's failure.
+  std::string group(int n, int stride, bool deadPeer = false) {
+    railnetIbResetDevices();
+    Shared* sh = (Shared*)mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) return "mmap failed";
+    memset((void*)sh, 0, sizeof(*sh));
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; r++) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        for (int i = 0; i < 1000 && r == 0 && n > 1 && sh->pids[n - 1] == 0; i++) usleep(1000);  // every pid known
+        std::string e = deadPeer ? runDeadPeer(sh, r) : runRank(sh, r, n, stride);
+        snprintf(sh->why[r], sizeof(sh->why[r]), "%s", e.c_str());
+        _exit(e.empty() ? 0 : 1);
+      }
+      pids.push_back(pid);
+      sh->pids[r] = pid;
+    }
+    std::string out;
+    long long end = railnetClockNs() + 400000000000LL;
+    for (int r = 0; r < n; r++) {
+      int st = 0;
+      while (waitpid(pids[r], &st, WNOHANG) == 0 && (long long)railnetClockNs() < end) usleep(10000);
+      if ((long long)railnetClockNs() >= end) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        waitpid(pids[r], &st, 0);
+        out += "rank " + std::to_string(r) + " did not finish in 400 s; ";
+        continue;
+      }
+      if (deadPeer && r == 1) continue;  // killed on purpose
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        out += "rank " + std::to_string(r) + ": " + (sh->why[r][0] ? sh->why[r] : "crashed") + "; ";
+    }
+    munmap(sh, sizeof(*sh));
+    return out;
+  }
+};
+
+TEST_F(RmaSoftRoce, TwoRanksPutSignalGetEveryByte) { EXPECT_EQ(group(2, 1), ""); }
+TEST_F(RmaSoftRoce, FourRanksOverBothDevices) { EXPECT_EQ(group(4, 1), ""); }
+TEST_F(RmaSoftRoce, FourRanksWithRankStrideTwo) { EXPECT_EQ(group(4, 2), ""); }
+
+TEST_F(RmaSoftRoce, ARankThatDiesFailsThePutsToItBounded) { EXPECT_EQ(group(2, 1, true), ""); }
+
+}  // namespace
