@@ -145,28 +145,31 @@ TEST(RmaGroup, AStrangerAndAnotherGroupsRankAreDroppedAndTheRingForms) {
   ncclSocketClose(&other);
 }
 
-// Three ranks; rank 2 leaves after the ring formed. Ranks 0 and 1 fail their next all-gather
-// at once with a WARN naming the rank that left, instead of waiting for it.
+// Four ranks; rank 2 leaves after the ring formed. Ranks 0, 1 and 3 fail their next
+// all-gather at once with a WARN naming the rank that left, rank 0 too, which is not next to
+// it (the ranks that see the close end their own connections), instead of waiting for it.
 TEST(RmaGroup, ARankThatLeavesFailsTheOthersAtOnce) {
   LogCapture log;
-  const int n = 3;
+  const int n = 4;
   Ranks ranks(n);
   std::vector<railnetRmaGroup*> gs = connectAll(ranks);
-  ASSERT_TRUE(gs[0] && gs[1] && gs[2]);
+  ASSERT_TRUE(gs[0] && gs[1] && gs[2] && gs[3]);
   railnetRmaGroupClose(gs[2]);
-  std::vector<ncclResult_t> res(2, ncclSuccess);
-  std::thread t0([&] {
-    uint64_t v = 0, all[3];
-    res[0] = railnetRmaGroupAllGather(gs[0], &v, all, 8);
-  });
-  uint64_t v = 1, all[3];
-  res[1] = railnetRmaGroupAllGather(gs[1], &v, all, 8);
-  t0.join();
-  EXPECT_EQ(res[0], ncclRemoteError);
-  EXPECT_EQ(res[1], ncclRemoteError);
+  std::vector<ncclResult_t> res(n, ncclSuccess);
+  std::vector<std::thread> ts;
+  for (int r : {0, 1, 3})
+    ts.emplace_back([&, r] {
+      uint64_t v = (uint64_t)r, all[4];
+      res[r] = railnetRmaGroupAllGather(gs[r], &v, all, 8);
+    });
+  for (auto& t : ts) t.join();
+  for (int r : {0, 1, 3}) EXPECT_EQ(res[r], ncclRemoteError) << "rank " << r;
   EXPECT_TRUE(log.contains("rank 2 left the group", NCCL_LOG_WARN)) << log.all();
-  railnetRmaGroupClose(gs[0]);
-  railnetRmaGroupClose(gs[1]);
+  // a broken group refuses its next exchange at once
+  uint64_t v = 0, all[4];
+  EXPECT_EQ(railnetRmaGroupAllGather(gs[0], &v, all, 8), ncclRemoteError);
+  EXPECT_TRUE(log.contains("the group broke earlier", NCCL_LOG_WARN)) << log.all();
+  for (int r : {0, 1, 3}) railnetRmaGroupClose(gs[r]);
 }
 
 // Four ranks; rank 2 leaves without a word. Its neighbours (1 and 3) see the group broken at

@@ -70,11 +70,15 @@ struct railnetRmaPeer {
   int devIndex;                               /* the local device of the vDevice it is on */
   int remDevIndex;                            /* the peer's device of its QP: its rkey's index */
   int posted;                                 /* work requests posted, not yet completed */
+  int depth;                                  /* its send queue's */
 };
 
+struct railnetRmaRequest;
 struct railnetRmaContext {
   struct ncclIbNetCommBase* base;             /* the devices (PD, CQ, GID); no QP of its own */
   struct railnetRmaPeer* peers;               /* [nranks] */
+  struct railnetRmaPeer flush[NCCL_IB_MAX_DEVS_PER_NIC]; /* per device a QP to itself (GPU flushes), made at the first */
+  struct railnetRmaRequest* orphans;          /* posted in part when the post failed: kept until destroy */
   uint64_t* scratch;                          /* where the signals' atomics put the old value */
   struct ibv_mr* scratchMrs[NCCL_IB_MAX_DEVS_PER_NIC];
   pthread_mutex_t lock;                       /* posting and polling */
@@ -82,19 +86,21 @@ struct railnetRmaContext {
 
 struct railnetRmaCtx {
   struct railnetRmaColl* coll;
-  int nContexts, rankStride, tc, sl;
+  int nranks, nContexts, rankStride, tc, sl;
   struct railnetRmaContext* contexts;         /* [nContexts] */
   volatile int failed;                        /* a work request failed: queryLastError says so */
-  uint64_t lastCheckNs;                       /* the group's connections, looked at then */
-  int lost;                                   /* the group broke at this rank's neighbour (-1: no) */
+  uint64_t lastCheckNs;                       /* the group's connections, looked at then (atomic) */
+  int lost;                                   /* the group broke at this rank's neighbour (-1: no; atomic) */
 };
 
 struct railnetRmaRequest {
+  struct railnetRmaRequest* next;             /* in the context's orphans */
   struct railnetRmaCtx* ctx;
   struct railnetRmaContext* context;
+  struct railnetRmaPeer* peer;                /* the QP it went on */
   int rank;
   int nwr;                                    /* work requests it posted */
-  int pending;                                /* of them, signaled ones not completed */
+  int pending;                                /* its last one not completed (under the context's lock) */
   int status;                                 /* an ibv_wc_status that failed it, 0: none */
   uint32_t vendorErr;
   const char* what;                           /* "put", "put with signal", "get", "flush" */

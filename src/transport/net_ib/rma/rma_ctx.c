@@ -34,6 +34,13 @@ static void contextFree(struct railnetRmaContext* c, int nranks) {
   if (c->peers)
     for (int p = 0; p < nranks; p++)
       if (c->peers[p].qp) wrap_ibv_destroy_qp(c->peers[p].qp);
+  for (int d = 0; d < NCCL_IB_MAX_DEVS_PER_NIC; d++)
+    if (c->flush[d].qp) wrap_ibv_destroy_qp(c->flush[d].qp);
+  while (c->orphans) { /* their QPs are gone: nothing completes into them any more */
+    struct railnetRmaRequest* r = c->orphans;
+    c->orphans = r->next;
+    free(r);
+  }
   free(c->peers);
   if (c->base) {
     for (int d = 0; d < c->base->vProps.ndevs; d++)
@@ -65,10 +72,13 @@ static ncclResult_t contextCreate(struct railnetRmaCtx* x, struct railnetRmaCont
   for (int p = 0; p < cc->nranks; p++) {
     if (!connectedRank(cc, x->rankStride, p)) continue;
     struct railnetRmaPeer* peer = &c->peers[p];
-    peer->devIndex = p % ndevs;
+    /* the connected ranks are rank + k x stride: spread by k, so that a stride that is a
+     * multiple of the device count does not put every QP on one device */
+    peer->devIndex = (((p - cc->rank + cc->nranks) % cc->nranks) / x->rankStride) % ndevs;
     NCCLCHECK(railnetIbQpCreateAccess(c->base, peer->devIndex,
                                       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
                                       RAILNET_RMA_SQ_DEPTH, &peer->qp));
+    peer->depth = RAILNET_RMA_SQ_DEPTH;
     mine[p].qpn = peer->qp->qp_num;
     mine[p].devIndex = peer->devIndex;
     railnetIbDevInfoFill(c->base, peer->devIndex, &mine[p].dev, 0);
@@ -91,6 +101,10 @@ static ncclResult_t contextConnect(struct railnetRmaCtx* x, int ci, const struct
            "select NICs of one link layer (NCCL_IB_HCA)", cc->rank, p,
            rem->qpn == 0 ? "made no QP for this rank (another rank stride?)" : "is on another link layer");
       return ncclInvalidUsage;
+    }
+    if (rem->devIndex < 0 || rem->devIndex >= NCCL_IB_MAX_DEVS_PER_NIC) {
+      WARN("NET/IB RMA : rank %d: rank %d names device %d of its vDevice", cc->rank, p, rem->devIndex);
+      return ncclRemoteError;
     }
     peer->remDevIndex = rem->devIndex;
     NCCLCHECK(railnetIbQpConnectInfo(c->base, peer->devIndex, peer->qp, &rem->dev, rem->qpn, x->tc, x->sl));
@@ -126,6 +140,7 @@ ncclResult_t railnetRmaCreateContext(void* collComm, ncclRmaConfig_v14_t* config
   struct railnetRmaCtx* x;
   NCCLCHECK(RAILNET_CALLOC(&x, 1, "an RMA context set"));
   x->coll = cc;
+  x->nranks = cc->nranks;
   x->lost = -1;
   x->nContexts = config->nContexts;
   x->rankStride = config->rankStride;
@@ -145,9 +160,25 @@ ncclResult_t railnetRmaCreateContext(void* collComm, ncclRmaConfig_v14_t* config
     ncclResult_t g = railnetRmaGroupAllGather(cc->group, mine, all, per * sizeof(*all));
     if (r == ncclSuccess) r = g;
   }
-  for (int ci = 0; r == ncclSuccess && ci < x->nContexts; ci++) r = contextConnect(x, ci, all);
-  /* nobody writes before every QP towards it is ready to receive */
-  if (r == ncclSuccess) r = railnetRmaGroupBarrier(cc->group);
+  if (all == NULL) railnetRmaGroupAbort(cc->group, -1); /* cannot take part: the others must not wait */
+  int failedAt = -1;
+  if (all != NULL) {
+    for (int ci = 0; r == ncclSuccess && ci < x->nContexts; ci++) r = contextConnect(x, ci, all);
+    /* every rank's outcome, which every rank takes part in (a barrier only the ranks that
+     * connected would join would hold the others): nobody writes before every QP towards it
+     * is ready to receive, and a rank that failed fails every rank */
+    int32_t mine32 = r == ncclSuccess ? 0 : 1, *codes = NULL;
+    ncclResult_t g = RAILNET_CALLOC(&codes, (size_t)cc->nranks, "the RMA context outcomes");
+    if (g == ncclSuccess) g = railnetRmaGroupAllGather(cc->group, &mine32, codes, sizeof(mine32));
+    else railnetRmaGroupAbort(cc->group, -1);
+    for (int p = 0; g == ncclSuccess && p < cc->nranks && failedAt < 0; p++) failedAt = codes[p] ? p : -1;
+    free(codes);
+    if (r == ncclSuccess && g != ncclSuccess) r = g;
+  }
+  if (r == ncclSuccess && failedAt >= 0) {
+    WARN("NET/IB RMA : rank %d: rank %d could not create its contexts (its log says why)", cc->rank, failedAt);
+    r = ncclRemoteError;
+  }
   free(all);
   if (r != ncclSuccess) {
     railnetRmaDestroyContext(x);
@@ -163,7 +194,7 @@ ncclResult_t railnetRmaDestroyContext(void* rmaCtx) {
   struct railnetRmaCtx* x = (struct railnetRmaCtx*)rmaCtx;
   if (x == NULL) return ncclSuccess;
   if (x->contexts)
-    for (int ci = 0; ci < x->nContexts; ci++) contextFree(&x->contexts[ci], x->coll->nranks);
+    for (int ci = 0; ci < x->nContexts; ci++) contextFree(&x->contexts[ci], x->nranks); /* coll may be closed */
   free(x->contexts);
   free(x);
   return ncclSuccess;

@@ -70,6 +70,11 @@ static ncclResult_t acceptStep(struct railnetRmaGroup* g, struct railnetRmaListe
       return ncclSuccess;
     }
     if (!ready) return ncclSuccess;
+    int64_t ms = 0;
+    if (railnetSocketAcceptExpired(&g->prev, &ms)) { /* a connector that never says hello holds no slot */
+      dropCandidate(g, f, "no hello within RAILNET_SOCKET_ACCEPT_TIMEOUT_MSEC");
+      return ncclSuccess;
+    }
     if (ncclSocketProgress(NCCL_SOCKET_RECV, &g->prev, &f->in, sizeof(f->in), &f->inOffset, &closed) != ncclSuccess ||
         closed) {
       dropCandidate(g, f, "it closed before its hello");
@@ -210,9 +215,17 @@ ncclResult_t railnetRmaGroupAllGather(struct railnetRmaGroup* g, const void* min
   char* a = (char*)all;
   if ((const char*)mine != a + (size_t)g->rank * bytes) memmove(a + (size_t)g->rank * bytes, mine, bytes);
   /* step s: pass on the block of rank - s, take the one of rank - s - 1 */
+  if (g->broken) {
+    WARN("NET/IB RMA : rank %d: the group broke earlier (at rank %d): no exchange any more", g->rank, g->lost);
+    return ncclRemoteError;
+  }
   for (int s = 0; s < g->nranks - 1; s++) {
     int sendFrom = (g->rank - s + g->nranks) % g->nranks, recvFrom = (g->rank - s - 1 + g->nranks) % g->nranks;
-    NCCLCHECK(shiftRing(g, a + (size_t)sendFrom * bytes, a + (size_t)recvFrom * bytes, bytes));
+    ncclResult_t r = shiftRing(g, a + (size_t)sendFrom * bytes, a + (size_t)recvFrom * bytes, bytes);
+    if (r != ncclSuccess) { /* the others must not wait for this rank's part, nor read a half of it later */
+      railnetRmaGroupAbort(g, -1);
+      return r;
+    }
   }
   return ncclSuccess;
 }
@@ -227,15 +240,20 @@ ncclResult_t railnetRmaGroupBarrier(struct railnetRmaGroup* g) {
   return r;
 }
 
+void railnetRmaGroupAbort(struct railnetRmaGroup* g, int lost) {
+  if (g == NULL || g->nranks == 1 || g->broken) return;
+  g->broken = 1;
+  g->lost = lost >= 0 ? lost : g->rank; /* unknown: this rank broke it */
+  railnetSocketShutdownSend(&g->prev); /* both neighbours read the end: the break goes around */
+  railnetSocketShutdownSend(&g->next);
+}
+
 int railnetRmaGroupBroken(struct railnetRmaGroup* g, int* lost) {
   if (g == NULL || g->nranks == 1) return 0;
   if (!g->broken) {
     int prevGone = railnetSocketPeerGone(&g->prev, NULL), nextGone = railnetSocketPeerGone(&g->next, NULL);
     if (!prevGone && !nextGone) return 0;
-    g->broken = 1;
-    g->lost = prevGone ? (g->rank + g->nranks - 1) % g->nranks : (g->rank + 1) % g->nranks;
-    railnetSocketShutdownSend(&g->prev); /* both neighbours read the end: the break goes around */
-    railnetSocketShutdownSend(&g->next);
+    railnetRmaGroupAbort(g, prevGone ? (g->rank + g->nranks - 1) % g->nranks : (g->rank + 1) % g->nranks);
   }
   if (lost) *lost = g->lost;
   return 1;

@@ -66,6 +66,11 @@ ncclResult_t railnetRmaGroupBarrier(struct railnetRmaGroup* g);
  * ring connections so that the break goes on to every rank. 1 and the neighbour whose
  * connection closed in *lost, else 0. */
 int railnetRmaGroupBroken(struct railnetRmaGroup* g, int* lost);
+/* This rank cannot go on with the group (a failed exchange, or no memory to take part): ends
+ * its ring connections so that every rank's next exchange fails at once instead of waiting;
+ * lost: the rank at fault if known, else -1 (then this rank's). Exchanges of a broken group
+ * are refused. */
+void railnetRmaGroupAbort(struct railnetRmaGroup* g, int lost);
 void railnetRmaGroupClose(struct railnetRmaGroup* g);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
  * request (wr_id: the request, bit 0 set on that one); test() polls the context's CQs.
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rma.h"
@@ -83,15 +84,20 @@ static void pollLocked(struct railnetRmaCtx* x, struct railnetRmaContext* c) {
         x->failed = 1;
       }
       if (railnetIbWrIdRmaLast(wcs[i].wr_id)) { /* its last work request: every one before it is done too */
-        c->peers[r->rank].posted -= r->nwr;
+        r->peer->posted -= r->nwr;
         r->pending = 0;
       }
     }
   }
 }
 
-/* Posts n work requests to rank's QP for request r, the last one signaled; waits (polling)
- * for room in the QP's send queue, at most the QP's own retry time. */
+static void checkGroup(struct railnetRmaCtx* x);
+
+/* Posts n work requests to peer's QP for request r, the last one signaled. Waits for room in
+ * the QP's send queue polling the CQs (the lock let go between polls), as long as the group
+ * holds and at most RAILNET_RMA_POST_WAIT_MS. A post that fails part way moves the QP to the
+ * error state: what went completes flushed into r, which stays (an orphan) until destroy. */
+#define RAILNET_RMA_POST_WAIT_MS 60000
 static ncclResult_t post(struct railnetRmaCtx* x, struct railnetRmaContext* c, struct railnetRmaPeer* peer,
                          struct railnetRmaRequest* r, struct ibv_send_wr* wrs, int n) {
   for (int i = 0; i < n; i++) {
@@ -99,22 +105,41 @@ static ncclResult_t post(struct railnetRmaCtx* x, struct railnetRmaContext* c, s
     wrs[i].send_flags |= i == n - 1 ? IBV_SEND_SIGNALED : 0;
     wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
   }
+  r->peer = peer;
   r->nwr = n;
   r->pending = 1;
-  pthread_mutex_lock(&c->lock);
-  uint64_t start = railnetClockNs(), bound = 2 * railnetIbRetryTimeNs();
-  while (peer->posted + n > RAILNET_RMA_SQ_DEPTH && railnetClockNs() - start < bound) pollLocked(x, c);
-  ncclResult_t res = ncclSuccess;
-  if (peer->posted + n > RAILNET_RMA_SQ_DEPTH) {
-    WARN("NET/IB RMA : rank %d: the send queue towards rank %d stayed full for %.0f s: it stopped answering",
-         x->coll->rank, r->rank, bound / 1e9);
+  uint64_t start = railnetClockNs();
+  for (;;) {
+    pthread_mutex_lock(&c->lock);
+    pollLocked(x, c);
+    if (peer->posted + n <= peer->depth) break; /* holding the lock */
+    pthread_mutex_unlock(&c->lock);
+    checkGroup(x);
+    int lost = __atomic_load_n(&x->lost, __ATOMIC_ACQUIRE);
+    if (lost >= 0 || railnetClockNs() - start > RAILNET_RMA_POST_WAIT_MS * 1000000ull) {
+      WARN("NET/IB RMA : rank %d: the send queue towards rank %d stayed full %s", x->coll->rank, r->rank,
+           lost >= 0 ? "and the group broke" : "for 60 s: that rank stopped answering");
+      free(r);
+      return ncclRemoteError;
+    }
+    sched_yield();
+  }
+  struct ibv_send_wr* bad = NULL;
+  ncclResult_t res = wrap_ibv_post_send(peer->qp, wrs, &bad);
+  if (res == ncclSuccess) peer->posted += n;
+  else if (bad != NULL && bad != wrs) { /* some went: they must complete into r, so r stays */
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    (void)wrap_ibv_modify_qp(peer->qp, &a, IBV_QP_STATE);
+    r->next = c->orphans;
+    c->orphans = r;
+    WARN("NET/IB RMA : rank %d: a %s towards rank %d was posted in part; its QP is closed (error state)",
+         x->coll->rank, r->what, r->rank);
     res = ncclRemoteError;
-  } else {
-    struct ibv_send_wr* bad = NULL;
-    res = wrap_ibv_post_send(peer->qp, wrs, &bad);
-    if (res == ncclSuccess) peer->posted += n;
   }
   pthread_mutex_unlock(&c->lock);
+  if (res != ncclSuccess && (bad == NULL || bad == wrs)) free(r);
   return res;
 }
 
@@ -167,11 +192,7 @@ static ncclResult_t rdmaOp(struct railnetRmaCtx* x, int context, const char* wha
     *request = r;
     return ncclSuccess;
   }
-  ncclResult_t res = post(x, c, peer, r, wrs, n);
-  if (res != ncclSuccess) {
-    free(r);
-    return res;
-  }
+  NCCLCHECK(post(x, c, peer, r, wrs, n)); /* r is post's on a failure */
   *request = r;
   return ncclSuccess;
 }
@@ -240,40 +261,42 @@ ncclResult_t railnetRmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, vo
   a->wr.atomic.remote_addr = sigAddr;
   a->wr.atomic.rkey = sig->remote[rank].rkeys[peer->remDevIndex];
   a->wr.atomic.compare_add = signalOp == NCCL_NET_SIGNAL_OP_INC ? 1 : signalValue;
-  ncclResult_t res = post(x, c, peer, r, wrs, n + 1);
-  if (res != ncclSuccess) {
-    free(r);
-    return res;
-  }
+  NCCLCHECK(post(x, c, peer, r, wrs, n + 1)); /* r is post's on a failure */
   *request = r;
   return ncclSuccess;
 }
 
 ncclResult_t railnetRmaIflush(void* rmaCtx, int context, void* mhandle, uint32_t rank, void** request) {
-  (void)rank;
   struct railnetRmaCtx* x = (struct railnetRmaCtx*)rmaCtx;
   struct railnetRmaMr* m = (struct railnetRmaMr*)mhandle;
   if (request == NULL) return ncclInvalidArgument;
   *request = NULL;
   struct railnetRmaContext* c;
+  struct railnetRmaPeer* from;
   NCCLCHECK(contextOf(x, context, &c));
   NCCLCHECK(checkWindow("flush", m, x->coll, 0, 0, 0, 0));
   if (m->type == NCCL_PTR_HOST || m->size == 0) return ncclSuccess; /* the CPU sees what the NIC wrote */
-  /* GPU memory: a read through the QP to this rank itself comes after every write the NIC
-   * placed there, so the GPU's view is complete once it is back */
-  struct railnetRmaPeer* self;
-  NCCLCHECK(peerOf(x, c, (uint32_t)x->coll->rank, &self));
+  NCCLCHECK(peerOf(x, c, rank, &from));
+  /* GPU memory: rank's writes came in through the device of this rank's QP to it; a read
+   * through that device's QP to itself is placed after them, so the GPU's view is complete
+   * once it is back */
+  int d = from->devIndex;
+  pthread_mutex_lock(&c->lock);
+  ncclResult_t res = ncclSuccess;
+  if (c->flush[d].qp == NULL) {
+    res = railnetIbQpSelf(c->base, d, x->tc, x->sl, &c->flush[d].qp);
+    c->flush[d].devIndex = c->flush[d].remDevIndex = d;
+    c->flush[d].depth = NET_IB_RECV_REQUESTS; /* what railnetIbQpSelf asks for */
+  }
+  pthread_mutex_unlock(&c->lock);
+  NCCLCHECK(res);
   struct railnetRmaRequest* r;
-  NCCLCHECK(newRequest(x, c, (uint32_t)x->coll->rank, "flush", &r));
+  NCCLCHECK(newRequest(x, c, rank, "flush", &r));
   struct ibv_send_wr wr;
   struct ibv_sge sge;
-  fillRdma(&wr, &sge, IBV_WR_RDMA_READ, (uint64_t)(uintptr_t)c->scratch, c->scratchMrs[self->devIndex]->lkey,
-           (uint64_t)(uintptr_t)m->base, m->mrs[self->devIndex]->rkey, 1);
-  ncclResult_t res = post(x, c, self, r, &wr, 1);
-  if (res != ncclSuccess) {
-    free(r);
-    return res;
-  }
+  fillRdma(&wr, &sge, IBV_WR_RDMA_READ, (uint64_t)(uintptr_t)c->scratch, c->scratchMrs[d]->lkey,
+           (uint64_t)(uintptr_t)m->base, m->mrs[d]->rkey, 1);
+  NCCLCHECK(post(x, c, &c->flush[d], r, &wr, 1)); /* r is post's on a failure */
   *request = r;
   return ncclSuccess;
 }
@@ -283,12 +306,13 @@ ncclResult_t railnetRmaIflush(void* rmaCtx, int context, void* mhandle, uint32_t
  * instead of retrying for ever towards a rank that is gone (soft-RoCE retries a QP with
  * NCCL_IB_RETRY_CNT=7 without end). */
 static void checkGroup(struct railnetRmaCtx* x) {
-  uint64_t now = railnetClockNs();
-  if (x->lost >= 0 || now - x->lastCheckNs < 100000000ull) return;
-  x->lastCheckNs = now;
-  int lost = -1;
+  uint64_t now = railnetClockNs(), last = __atomic_load_n(&x->lastCheckNs, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&x->lost, __ATOMIC_ACQUIRE) >= 0 || now - last < 100000000ull) return;
+  /* one thread looks; the others go on */
+  if (!__atomic_compare_exchange_n(&x->lastCheckNs, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
+  int lost = -1, none = -1;
   if (!railnetRmaGroupBroken(x->coll->group, &lost)) return;
-  x->lost = lost;
+  if (!__atomic_compare_exchange_n(&x->lost, &none, lost, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
   x->failed = 1;
   WARN("NET/IB RMA : rank %d: the group broke: the connection to rank %d closed (that rank, or one beyond it on the "
        "ring, exited or lost its host); every operation of the group fails now: check that rank's log",
@@ -313,18 +337,20 @@ ncclResult_t railnetRmaTest(void* collComm, void* request, int* done) {
   struct railnetRmaContext* c = r->context;
   struct railnetRmaColl* cc = (struct railnetRmaColl*)collComm;
   *done = 0;
-  if (r->pending) {
-    pthread_mutex_lock(&c->lock);
-    pollLocked(r->ctx, c);
-    pthread_mutex_unlock(&c->lock);
-    if (r->pending) checkGroup(r->ctx);
+  pthread_mutex_lock(&c->lock); /* pending and status are written by whichever thread polls */
+  if (r->pending) pollLocked(r->ctx, c);
+  int pending = r->pending;
+  pthread_mutex_unlock(&c->lock);
+  if (pending) {
+    checkGroup(r->ctx);
+    return ncclSuccess;
   }
-  if (r->pending) return ncclSuccess;
   *done = 1;
   ncclResult_t res = ncclSuccess;
-  if (r->status && r->ctx->lost >= 0) {
+  int lost = __atomic_load_n(&r->ctx->lost, __ATOMIC_ACQUIRE);
+  if (r->status && lost >= 0) {
     WARN("NET/IB RMA : rank %d: %s to rank %d failed: the group broke at rank %d (its connection closed)",
-         cc ? cc->rank : -1, r->what, r->rank, r->ctx->lost);
+         cc ? cc->rank : -1, r->what, r->rank, lost);
     res = ncclRemoteError;
   } else if (r->status) {
     WARN("NET/IB RMA : rank %d: %s to rank %d failed: %s (status %d, vendor error 0x%x): rank %d is gone or "

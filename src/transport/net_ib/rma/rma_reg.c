@@ -60,7 +60,9 @@ ncclResult_t railnetRmaRegMrSymDmaBuf(void* collComm, void* data, size_t size, i
   ncclResult_t r = RAILNET_CALLOC(&m->remote, (size_t)cc->nranks, "the RMA window's ranks");
   if (r == ncclSuccess && size > 0) r = mrRegister(m, offset, fd);
   /* collective: a rank whose registration failed still takes part (size 0: the others refuse
-   * every operation on its window) */
+   * every operation on its window); one without memory for it breaks the group instead, so
+   * that nobody waits for it */
+  if (m->remote == NULL) railnetRmaGroupAbort(cc->group, -1);
   if (m->remote != NULL) {
     struct railnetRmaRemoteMr mine;
     memset(&mine, 0, sizeof(mine));
