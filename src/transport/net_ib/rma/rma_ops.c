@@ -93,6 +93,17 @@ static void pollLocked(struct railnetRmaCtx* x, struct railnetRmaContext* c) {
 
 static void checkGroup(struct railnetRmaCtx* x);
 
+/* A new operation on a broken group is refused at once (the group is checked first, at most
+ * every 100 ms): 1 after a WARN naming the rank, else 0. */
+static int groupLost(struct railnetRmaCtx* x, const char* what, uint32_t rank) {
+  checkGroup(x);
+  int lost = __atomic_load_n(&x->lost, __ATOMIC_ACQUIRE);
+  if (lost < 0) return 0;
+  WARN("NET/IB RMA : rank %d: %s to rank %u refused: the group broke at rank %d (its connection closed)",
+       x->coll->rank, what, rank, lost);
+  return 1;
+}
+
 /* Posts n work requests to peer's QP for request r, the last one signaled. Waits for room in
  * the QP's send queue polling the CQs (the lock let go between polls), as long as the group
  * holds and at most RAILNET_RMA_POST_WAIT_MS. A post that fails part way moves the QP to the
@@ -174,6 +185,7 @@ static ncclResult_t rdmaOp(struct railnetRmaCtx* x, int context, const char* wha
   *request = NULL;
   NCCLCHECK(contextOf(x, context, &c));
   NCCLCHECK(peerOf(x, c, rank, &peer));
+  if (groupLost(x, what, rank)) return ncclRemoteError;
   if (size > (RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES) {
     WARN("NET/IB RMA : %s of %zu bytes: at most %llu in one operation", what, size,
          (unsigned long long)((RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES));
@@ -223,6 +235,7 @@ ncclResult_t railnetRmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, vo
   *request = NULL;
   NCCLCHECK(contextOf(x, context, &c));
   NCCLCHECK(peerOf(x, c, rank, &peer));
+  if (groupLost(x, "put with signal", rank)) return ncclRemoteError;
   if (signalOp != NCCL_NET_SIGNAL_OP_INC && signalOp != NCCL_NET_SIGNAL_OP_ADD) {
     WARN("NET/IB RMA : put with signal: signal operation %u; railnet knows NCCL_NET_SIGNAL_OP_INC (%d) and _ADD (%d)",
          signalOp, NCCL_NET_SIGNAL_OP_INC, NCCL_NET_SIGNAL_OP_ADD);
