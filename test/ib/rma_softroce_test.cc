@@ -237,9 +237,10 @@ std::string runRank(Shared* sh, int r, int n, int stride, bool get = true) {
 
 // Rank 1 dies (SIGKILL) once the group, the contexts and the windows are up; rank 0 then puts
 // to it, at NCCL's default NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT (with which soft-RoCE retries
-// without end). A put the NIC took before rank 1's QP was gone may still be acknowledged; the
-// puts after it are refused or fail once rank 0 sees the group's connection to rank 1 closed,
-// with a WARN naming rank 1, and queryLastError reports it.
+// without end). A put the NIC took before rank 1's QP was gone may still be acknowledged; a
+// later one fails (rank 1's window is gone: a remote access error) or is refused once rank 0
+// sees the group's connection to rank 1 closed, with a WARN naming rank 1 either way, and
+// queryLastError reports it.
 std::string runDeadPeer(Shared* sh, int r) {
   Rank k{sh, r, 2, 1};
   std::string e = k.setUp();
@@ -274,7 +275,10 @@ std::string runDeadPeer(Shared* sh, int r) {
   double took = (railnetClockNs() - t0) / 1e9;
   fprintf(stderr, "rank 0: put %d to the dead rank 1 failed after %.1f s (fault to WARN)\n", puts, took);
   if (e.empty() && res != ncclRemoteError) e = "the puts to a dead rank did not fail";
-  if (e.empty() && !log.contains("the connection to rank 1 closed", NCCL_LOG_WARN))
+  // named either way: the group's connection to it closed (refused at post, or failed while
+  // waiting), or the put's own completion failed (its window is gone: a remote access error)
+  if (e.empty() && !log.contains("the connection to rank 1 closed", NCCL_LOG_WARN) &&
+      !log.contains("put to rank 1 failed", NCCL_LOG_WARN))
     e = "no WARN naming rank 1: " + log.all();
   bool hasError = false;
   if (e.empty() && (railnetRmaQueryLastError(k.rctx, &hasError) != ncclSuccess || !hasError))
