@@ -1,10 +1,11 @@
 // One-sided RMA (src/transport/net_ib/rma/) on soft-RoCE, at NCCL's default timeouts: groups
 // of 2 and 4 ranks, each a forked process, spread over rxe0 and rxe1 (rank r on device r % 2),
 // their handles exchanged through shared memory as NCCL's bootstrap would. Each rank:
-//  - puts with a signal into the next rank's window (sizes 0 B to 1 MiB, both signal ops; a
-//    zero-size put is the signal only) on every context; the next rank waits on the signal
-//    word and then checks every byte: the signal is seen only after its data;
-//  - gets from the next rank's window and checks every byte;
+//  - puts with a signal into the next rank's window (sizes 0 B to 64 MiB with two ranks, to
+//    8 MiB with four; both signal ops; a zero-size put is the signal only) on every context;
+//    the next rank waits on the signal word and then checks every byte: the signal is seen
+//    only after its data;
+//  - gets from the next rank's window (0 B to the same size) and checks every byte;
 //  - posts 64 puts at once before testing any of them (many outstanding on one context);
 //  - is refused (ncclInvalidArgument, a WARN) an offset past the target's window, an unknown
 //    rank, a rank outside its rank stride, an unknown signal operation, a context out of range,
@@ -35,9 +36,10 @@ extern "C" {
 namespace {
 
 const int kMaxRanks = 8;
-// a window is three parts: the source, the put target, the get target. 1 MiB: the tier runs
-// every soft-RoCE test in one command of 560 s under TCG (test/softroce/tier.sh)
-const size_t kPart = 1u << 20;
+// a window is three parts (each `part` bytes): the source, the put target, the get target; puts
+// and gets go up to a whole part. 64 MiB for two ranks, 8 MiB for four: the tier runs every
+// soft-RoCE test in one command of 560 s under TCG (test/softroce/tier.sh), sanitized too
+const size_t kBig = 64u << 20, kSmall = 8u << 20;
 
 struct Shared {
   uint8_t handles[kMaxRanks][NCCL_NET_HANDLE_MAXSIZE];
@@ -68,6 +70,7 @@ std::string wait(void* coll, void* r) {
 struct Rank {
   Shared* sh;
   int r, n, stride;
+  size_t part;
   void *ctx = nullptr, *coll = nullptr, *rctx = nullptr, *dataMr = nullptr, *sigMr = nullptr;
   uint8_t* data = nullptr;
   volatile uint64_t* sig = nullptr;
@@ -89,10 +92,10 @@ struct Rank {
     railnetRmaCloseListen(lc);
     ncclRmaConfig_v14_t cfg = {2, INT_MIN, stride};
     if (railnetRmaCreateContext(coll, &cfg, &rctx) != ncclSuccess) return "createContext failed";
-    data = (uint8_t*)mmap(nullptr, 3 * kPart, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    data = (uint8_t*)mmap(nullptr, 3 * part, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     sig = (volatile uint64_t*)mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (data == MAP_FAILED || sig == MAP_FAILED) return "mmap failed";
-    if (railnetRmaRegMrSym(coll, data, 3 * kPart, NCCL_PTR_HOST, 0, &dataMr) != ncclSuccess) return "regMrSym failed";
+    if (railnetRmaRegMrSym(coll, data, 3 * part, NCCL_PTR_HOST, 0, &dataMr) != ncclSuccess) return "regMrSym failed";
     if (railnetRmaRegMrSym(coll, (void*)sig, 8 * kMaxRanks, NCCL_PTR_HOST,
                            NCCL_NET_MR_FLAG_FORCE_SO | NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET, &sigMr) != ncclSuccess)
       return "regMrSym of the signals failed";
@@ -105,7 +108,7 @@ struct Rank {
     int to = (r + stride) % n, from = (r - stride + n) % n;
     for (size_t i = 0; i < size; i++) data[i] = patternOf(r, k, i);
     void* req = nullptr;
-    if (railnetRmaIputSignal(rctx, k % 2, 0, size ? dataMr : nullptr, size, kPart, size ? dataMr : nullptr, to,
+    if (railnetRmaIputSignal(rctx, k % 2, 0, size ? dataMr : nullptr, size, part, size ? dataMr : nullptr, to,
                              8 * r, sigMr, value, op, true, &req) != ncclSuccess || req == nullptr)
       return "iputSignal failed (round " + std::to_string(k) + ")";
     std::string e = wait(coll, req);
@@ -116,7 +119,7 @@ struct Rank {
     if (got != expect)
       return "round " + std::to_string(k) + ": signal " + std::to_string(got) + ", wanted " + std::to_string(expect);
     for (size_t i = 0; i < size; i++)
-      if (data[kPart + i] != patternOf(from, k, i))
+      if (data[part + i] != patternOf(from, k, i))
         return "round " + std::to_string(k) + ": byte " + std::to_string(i) + " of " + std::to_string(size) +
                " is not the previous rank's after its signal";
     return "";
@@ -125,21 +128,22 @@ struct Rank {
   std::string getRound(int k, size_t size) {
     int to = (r + stride) % n;
     void* req = nullptr;
-    if (railnetRmaIget(rctx, k % 2, 0, dataMr, size, 2 * kPart, dataMr, to, &req) != ncclSuccess || req == nullptr)
+    memset(data + 2 * part, 0, size);  // a get that writes nothing cannot pass on an earlier one's bytes
+    if (railnetRmaIget(rctx, k % 2, 0, dataMr, size, 2 * part, dataMr, to, &req) != ncclSuccess || req == nullptr)
       return "iget failed";
     std::string e = wait(coll, req);
     if (!e.empty()) return e;
     size_t wrong = 0, first = size, last = 0, nonzero = 0;
     for (size_t i = 0; i < size; i++)
-      if (data[2 * kPart + i] != patternOf(to, k, i)) {
+      if (data[2 * part + i] != patternOf(to, k, i)) {
         wrong++, last = i, first = first < i ? first : i;
-        nonzero += data[2 * kPart + i] != 0;
+        nonzero += data[2 * part + i] != 0;
       }
     if (wrong)  // where and what: a bad packet, a page, another round's bytes?
       return "get from rank " + std::to_string(to) + ": " + std::to_string(wrong) + " bytes of " +
              std::to_string(size) + " differ, from byte " + std::to_string(first) + " to " + std::to_string(last) +
              ", " + std::to_string(nonzero) + " of them not zero (the target at page offset " +
-             std::to_string((uintptr_t)(data + 2 * kPart) % 4096) + ")";
+             std::to_string((uintptr_t)(data + 2 * part) % 4096) + ")";
     return "";
   }
 
@@ -147,7 +151,7 @@ struct Rank {
     LogCapture log;
     void* req = nullptr;
     int to = (r + stride) % n;
-    if (railnetRmaIput(rctx, 0, 0, dataMr, 64, 3 * kPart - 32, dataMr, to, &req) != ncclInvalidArgument)
+    if (railnetRmaIput(rctx, 0, 0, dataMr, 64, 3 * part - 32, dataMr, to, &req) != ncclInvalidArgument)
       return "a put past the window was not refused";
     if (!log.contains("is outside the target rank's window", NCCL_LOG_WARN)) return "no WARN for the window";
     if (railnetRmaIput(rctx, 0, 0, dataMr, 64, 0, dataMr, n, &req) != ncclInvalidArgument)
@@ -176,7 +180,7 @@ struct Rank {
     for (size_t i = 0; i < 64 * each; i++) data[i] = patternOf(r, k, i);
     std::vector<void*> reqs(64, nullptr);
     for (int q = 0; q < 64; q++)
-      if (railnetRmaIput(rctx, 1, q * each, dataMr, each, kPart + q * each, dataMr, to, &reqs[q]) != ncclSuccess)
+      if (railnetRmaIput(rctx, 1, q * each, dataMr, each, part + q * each, dataMr, to, &reqs[q]) != ncclSuccess)
         return "put " + std::to_string(q) + " failed";
     for (void* q : reqs) {
       std::string e = wait(coll, q);
@@ -200,9 +204,13 @@ struct Rank {
 };
 
 std::string runRank(Shared* sh, int r, int n, int stride) {
-  Rank k{sh, r, n, stride};
+  size_t part = n == 2 ? kBig : kSmall;
+  Rank k{sh, r, n, stride, part};
   std::string e = k.setUp();
-  const std::vector<size_t> sizes = {0, 1, 8, 4095, 4097, 65536, kPart - 1, kPart};
+  std::vector<size_t> sizes;
+  for (size_t s : {(size_t)0, (size_t)1, (size_t)8, (size_t)4095, (size_t)4097, (size_t)65536, (size_t)1 << 20, kSmall})
+    if (s < part - 1) sizes.push_back(s);
+  sizes.push_back(part - 1), sizes.push_back(part);
   uint64_t expect = 0;
   int m = 0;  // barriers so far
   for (size_t i = 0; e.empty() && i < sizes.size(); i++) {
@@ -214,7 +222,8 @@ std::string runRank(Shared* sh, int r, int n, int stride) {
     if (!oobBarrier(sh, &m, n) && e.empty()) e = "barrier";
   }
   int last = (int)sizes.size() - 1;  // the sources hold round `last`'s pattern
-  if (e.empty()) e = k.getRound(last, kPart);
+  for (size_t size : {(size_t)0, (size_t)1, (size_t)4097, (size_t)1 << 20, k.part})
+    if (e.empty()) e = k.getRound(last, size);
   if (!oobBarrier(sh, &m, n) && e.empty()) e = "barrier";  // every get read its source before it changes
   if (e.empty()) e = k.badInputs();
   if (e.empty()) e = k.manyOutstanding(100);
@@ -225,7 +234,7 @@ std::string runRank(Shared* sh, int r, int n, int stride) {
       usleep(100);
     if (k.sig[from] != expect + 1000) e = "the closing signal did not arrive";
     for (size_t i = 0; e.empty() && i < 64 * 4096; i++)
-      if (k.data[kPart + i] != patternOf(from, 100, i)) e = "many outstanding: byte " + std::to_string(i) + " differs";
+      if (k.data[k.part + i] != patternOf(from, 100, i)) e = "many outstanding: byte " + std::to_string(i) + " differs";
   }
   if (!oobBarrier(sh, &m, n) && e.empty()) e = "the last barrier";
   k.tearDown();
@@ -239,7 +248,7 @@ std::string runRank(Shared* sh, int r, int n, int stride) {
 // sees the group's connection to rank 1 closed, with a WARN naming rank 1 either way, and
 // queryLastError reports it.
 std::string runDeadPeer(Shared* sh, int r) {
-  Rank k{sh, r, 2, 1};
+  Rank k{sh, r, 2, 1, kSmall};
   std::string e = k.setUp();
   int m = 0;
   if (!oobBarrier(sh, &m, 2) && e.empty()) e = "barrier";
@@ -263,7 +272,7 @@ std::string runDeadPeer(Shared* sh, int r) {
   int puts = 0;
   while (e.empty() && res == ncclSuccess && railnetClockNs() - t0 < 200000000000LL) {
     void* req = nullptr;
-    res = railnetRmaIput(k.rctx, 0, 0, k.dataMr, 4096, kPart, k.dataMr, 1, &req);
+    res = railnetRmaIput(k.rctx, 0, 0, k.dataMr, 4096, k.part, k.dataMr, 1, &req);
     puts++;
     int done = 0;
     while (res == ncclSuccess && !done && railnetClockNs() - t0 < 200000000000LL) res = railnetRmaTest(k.coll, req, &done);
