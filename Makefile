@@ -31,7 +31,7 @@ ifneq ($(SANITIZE),)
 endif
 
 LIB_SRCS := $(wildcard src/misc/*.c) $(wildcard src/transport/*.c) $(wildcard src/transport/net_ib/*.c src/transport/net_ib/*/*.c)
-PLUGIN_SRCS := ext-net/plugin.c
+PLUGIN_SRCS := $(wildcard ext-net/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/*.h ext-net/include/railnet_net/*.h src/include/*.h src/transport/*.h src/transport/net_ib/*.h src/transport/net_ib/*/*.h)
@@ -153,6 +153,18 @@ $(BUILD)/test/netns_tests: $(NETNS_OBJS) $(TEST_COMMON_OBJS) $(DIAGLIB) $(STATIC
 # What each object and program was built from, as the compiler saw it (see DEPFLAGS).
 -include $(wildcard $(addsuffix /*.d,$(BUILD)/obj $(BUILD)/obj/* $(BUILD)/obj/*/* $(BUILD)/obj/*/*/* $(BUILD)/obj/*/*/*/* \
                                       $(BUILD)/bin $(BUILD)/bench $(BUILD)/examples $(BUILD)/test $(BUILD)/test/*))
+
+# A client of the RMA plugin built on NCCL 2.30's own headers (test/nccl/), only when NCCL's
+# sources are given: make test-build NCCL_SRC=DIR (DIR holds src/include/plugin/rma/rma_v14.h and
+# plugins/net/example/nccl/net.h). The soft-RoCE test that runs it skips without it.
+NCCL_SRC ?=
+ifneq ($(wildcard $(NCCL_SRC)/src/include/plugin/rma/rma_v14.h),)
+TEST_BINS += $(BUILD)/test/rma_nccl_client
+endif
+$(BUILD)/test/rma_nccl_client: test/nccl/rma_client.c test/nccl/include/nccl_net.h
+	@mkdir -p $(dir $@)
+	$(CC) -D_GNU_SOURCE -Itest/nccl/include -I$(NCCL_SRC)/plugins/net/example/nccl -I$(NCCL_SRC)/src/include/plugin \
+	  $(CFLAGS) $(LDFLAGS) -o $@ $< -ldl
 
 test-build: lib tools examples $(TEST_BINS) $(SOFTROCE_BINS)
 

@@ -18,11 +18,13 @@
  * its receives while an isend returns NULL (or set RAILNET_IB_EAGER_SIZE=0).
  *
  * NCCL itself loads the same code as a plugin: NCCL_NET_PLUGIN=railnet loads
- * libnccl-net-railnet.so, which exports ncclNetPlugin_v8 ... ncclNetPlugin_v12.
+ * libnccl-net-railnet.so, which exports ncclNetPlugin_v8 ... ncclNetPlugin_v12, and NCCL 2.30
+ * finds its one-sided RMA there too (ncclRmaPlugin_v14 and _v13).
  */
 #ifndef RAILNET_H
 #define RAILNET_H
 #include <railnet_net/net.h>
+#include <railnet_net/rma.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,6 +48,15 @@ RAILNET_API const char* railnetVersion(void);
  * with a WARN that says why).
  */
 RAILNET_API const ncclNet_t* railnetGetNet(const char* name);
+
+/*
+ * One-sided RMA over IB verbs (NCCL 2.30's RMA plugin interface, version 14; docs/ib-rma.md):
+ * a group of ranks (listen on every rank, the handles all-gathered by the caller, connect),
+ * symmetric registrations, put, put with signal, get, flush. Host memory is served as well as
+ * GPU memory; unlike the table the plugin exports to NCCL (ncclRmaPlugin_v14), its init does
+ * not ask for GPUDirect RDMA.
+ */
+RAILNET_API const ncclRma_v14_t* railnetGetRma(void);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@ extern "C" {
 #include "testing.h"
 }
 #include "ib_test_env.h"
+#include "plugin_loader.h"
 
 namespace {
 
@@ -338,5 +339,34 @@ TEST_F(RmaSoftRoce, FourRanksOverBothDevices) { EXPECT_EQ(group(4, 1), ""); }
 TEST_F(RmaSoftRoce, FourRanksWithRankStrideTwo) { EXPECT_EQ(group(4, 2), ""); }
 
 TEST_F(RmaSoftRoce, ARankThatDiesFailsThePutsToItBounded) { EXPECT_EQ(group(2, 1, true), ""); }
+
+// NCCL's view: a client built on NCCL 2.30.7's own rma_v14.h / rma_v13.h (test/nccl/rma_client.c,
+// built when make is given NCCL_SRC) opens libnccl-net-railnet.so and drives ncclRmaPlugin_v14
+// and _v13 over two ranks. Their init refuses without GPUDirect RDMA, as NCCL's own RMA does
+// (soft-RoCE has none), and with RAILNET_RMA_PLUGIN=0; with a peer-memory module faked in sysfs
+// (SYSFS_PATH) it serves host memory through them.
+TEST_F(RmaSoftRoce, NcclsOwnHeadersDriveVersions13And14) {
+  std::string client = buildLibDir() + "/../test/rma_nccl_client";
+  if (access(client.c_str(), X_OK) != 0)
+    RAILNET_SKIP("the client on NCCL's own headers is not built (make test-build NCCL_SRC=<NCCL 2.30 sources>)");
+  std::string plugin = buildLibDir() + "/libnccl-net-railnet.so";
+  TempDir sys;
+  for (const char* d : {"class", "devices", "bus"})
+    ASSERT_EQ(symlink((std::string("/sys/") + d).c_str(), (sys.path() + "/" + d).c_str()), 0);
+  sys.write("module/nvidia_peermem/version", "1.0\n");
+  for (const char* v : {"14", "13"}) {
+    SCOPED_TRACE(std::string("ncclRmaPlugin_v") + v);
+    ToolRun none = shellRun("env -u SYSFS_PATH NCCL_DEBUG=INFO " + client + " " + plugin + " " + v + " refused");
+    EXPECT_EQ(none.status, 0) << "init without GPUDirect RDMA: " << none.out;
+    EXPECT_TRUE(has(none.out, "unable to serve NCCL's one-sided calls: no GPUDirect RDMA")) << none.out;
+    ToolRun off = shellRun("SYSFS_PATH=" + sys.path() + " RAILNET_RMA_PLUGIN=0 " + client + " " + plugin + " " + v +
+                           " refused");
+    EXPECT_EQ(off.status, 0) << "init with RAILNET_RMA_PLUGIN=0: " << off.out;
+    ToolRun run = shellRun("SYSFS_PATH=" + sys.path() + " " + client + " " + plugin + " " + v + " run");
+    EXPECT_EQ(run.status, 0) << run.out;
+    EXPECT_TRUE(has(run.out, std::string("rank 0: ncclRmaPlugin_v") + v + ": ok")) << run.out;
+    EXPECT_TRUE(has(run.out, std::string("rank 1: ncclRmaPlugin_v") + v + ": ok")) << run.out;
+  }
+}
 
 }  // namespace

@@ -87,7 +87,7 @@ struct Plugin : ::testing::Test {
 
 TEST_F(Plugin, ExportsEveryVersionAndNothingElse) {
   for (const char* s : {"ncclNetPlugin_v8", "ncclNetPlugin_v9", "ncclNetPlugin_v10", "ncclNetPlugin_v11",
-                        "ncclNetPlugin_v12"})
+                        "ncclNetPlugin_v12", "ncclRmaPlugin_v13", "ncclRmaPlugin_v14"})
     EXPECT_NE(dlsym(lib, s), nullptr) << s;
   EXPECT_EQ(dlsym(lib, "ncclNetPlugin_v7"), nullptr);
   EXPECT_EQ(dlsym(lib, "railnetDebugLog"), nullptr);

@@ -216,10 +216,13 @@ TEST(RmaGroup, BadArgumentsAreRefused) {
 
 }  // namespace
 
-// The RMA plugin tables railnet will export: the entries where NCCL 2.30 reads them, and
-// railnet's two tables have every one.
+// The RMA plugin tables railnet exports: the entries where NCCL 2.30 reads them, and NCCL's
+// two tables and railnetGetRma()'s have every one.
 extern "C" {
+#include "railnet.h"
 #include "../../src/transport/net_ib/rma/rma.h"
+extern const ncclRma_v14_t ncclRmaPlugin_v14;
+extern const ncclRma_v13_t ncclRmaPlugin_v13;
 }
 TEST(RmaAbi, TheTablesHaveNccl230sLayout) {
   EXPECT_EQ(offsetof(ncclRma_v14_t, connect), 5 * sizeof(void*));
@@ -240,14 +243,15 @@ TEST(RmaAbi, RailnetsTablesHaveEveryEntry) {
       if (p[i] == nullptr) return (int)i;
     return -1;
   };
-  EXPECT_EQ(every(&railnetRmaIb_v14, sizeof(railnetRmaIb_v14)), -1);
-  EXPECT_EQ(every(&railnetRmaIb_v13, sizeof(railnetRmaIb_v13)), -1);
+  EXPECT_EQ(every(&ncclRmaPlugin_v14, sizeof(ncclRmaPlugin_v14)), -1);
+  EXPECT_EQ(every(&ncclRmaPlugin_v13, sizeof(ncclRmaPlugin_v13)), -1);
+  EXPECT_EQ(every(railnetGetRma(), sizeof(ncclRma_v14_t)), -1);
   // version 13: no device handle for a proxy; a bad call is refused, never a crash
   ncclGinConfig_v13_t cfg = {0, 0, 1, 0, 0};
   ncclNetDeviceHandle_v11_t* dev = (ncclNetDeviceHandle_v11_t*)&cfg;
   void* ctx = &cfg;
-  EXPECT_EQ(railnetRmaIb_v13.createContext(nullptr, &cfg, &ctx, &dev), ncclInvalidArgument);
+  EXPECT_EQ(ncclRmaPlugin_v13.createContext(nullptr, &cfg, &ctx, &dev), ncclInvalidArgument);
   EXPECT_EQ(dev, nullptr);
   bool err = true;
-  EXPECT_EQ(railnetRmaIb_v14.queryLastError(nullptr, &err), ncclInvalidArgument);
+  EXPECT_EQ(railnetGetRma()->queryLastError(nullptr, &err), ncclInvalidArgument);
 }

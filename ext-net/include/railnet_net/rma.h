@@ -3,8 +3,7 @@
  * 2.30 loads it from a net plugin's library: the table ncclRmaPlugin_v14 (else ncclRmaPlugin_v13,
  * which is the GIN table of version 13). Declared here from the interface's published
  * description, in the layout NCCL reads; railnet's implementation is in
- * src/transport/net_ib/rma/ (not exported until every entry works: NCCL would stop using its
- * own RMA_IB_PROXY as soon as it finds the symbol).
+ * src/transport/net_ib/rma/, exported by ext-net/rma_plugin.c.
  */
 #ifndef RAILNET_NET_RMA_H
 #define RAILNET_NET_RMA_H

@@ -106,9 +106,20 @@ struct railnetRmaRequest {
   const char* what;                           /* "put", "put with signal", "get", "flush" */
 };
 
-/* rma_plugin.c: the tables over the functions below (not exported yet) */
-extern const ncclRma_v14_t railnetRmaIb_v14;
-extern const ncclRma_v13_t railnetRmaIb_v13;
+/* The version 14 table over the functions below, but its init: railnetGetRma()'s (rma_plugin.c)
+ * and NCCL's (ext-net/rma_plugin.c, whose init asks for GPUDirect RDMA). */
+#define RAILNET_RMA_V14_TABLE(initFn)                                                                                   \
+  {                                                                                                             \
+    .name = "RailIB_RMA", .init = initFn, .devices = railnetRmaDevices, .getProperties = railnetRmaGetProperties, \
+    .listen = railnetRmaListen, .connect = railnetRmaConnect, .createContext = railnetRmaCreateContext,        \
+    .regMrSym = railnetRmaRegMrSym, .regMrSymDmaBuf = railnetRmaRegMrSymDmaBuf,                                 \
+    .deregMrSym = railnetRmaDeregMrSym, .destroyContext = railnetRmaDestroyContext,                            \
+    .closeColl = railnetRmaCloseColl, .closeListen = railnetRmaCloseListen, .iput = railnetRmaIput,            \
+    .iputSignal = railnetRmaIputSignal, .iget = railnetRmaIget, .iflush = railnetRmaIflush,                    \
+    .test = railnetRmaTest, .rmaProgress = railnetRmaProgress, .queryLastError = railnetRmaQueryLastError,     \
+    .finalize = railnetRmaFinalize,                                                                             \
+  }
+
 
 /* rma_init.c */
 ncclResult_t railnetRmaInit(void** ctx, uint64_t commId, ncclDebugLogger_t logger);
