@@ -31,6 +31,8 @@ struct railnetIbvQpPath {
   uint8_t retryCnt;         /* transport retries (7: for ever on some providers) */
   uint8_t rnrRetry;         /* receiver-not-ready retries (7: for ever) */
   int retryModify;          /* 1: ibv_modify_qp retried as NCCL_IB_MQP_RETRY_* say; 0: one try */
+  uint8_t rdAtomicIn;       /* RDMA reads and atomics of the peer served at once (0: 1) */
+  uint8_t rdAtomicOut;      /* ours in flight at once (0: 1); at most the peer's rdAtomicIn */
 };
 
 /* RESET -> INIT on port with the partition key index and remote access flags; 0 or errno. */

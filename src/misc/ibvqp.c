@@ -21,7 +21,7 @@ static int toRtr(struct ibv_qp* qp, const struct railnetIbvQpPath* p) {
   a.path_mtu = p->mtu;
   a.dest_qp_num = p->remoteQpn;
   a.rq_psn = p->remotePsn;
-  a.max_dest_rd_atomic = 1;
+  a.max_dest_rd_atomic = p->rdAtomicIn ? p->rdAtomicIn : 1;
   a.min_rnr_timer = 12;
   a.ah_attr.port_num = p->port;
   a.ah_attr.sl = p->sl;
@@ -47,7 +47,7 @@ static int toRts(struct ibv_qp* qp, const struct railnetIbvQpPath* p) {
   a.retry_cnt = p->retryCnt;
   a.rnr_retry = p->rnrRetry;
   a.sq_psn = p->localPsn;
-  a.max_rd_atomic = 1;
+  a.max_rd_atomic = p->rdAtomicOut ? p->rdAtomicOut : 1;
   return railnetIbvModifyQp(qp, &a,
                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                 IBV_QP_MAX_QP_RD_ATOMIC,

@@ -67,6 +67,7 @@ struct ncclIbDev {
   char* pciPath;                 /* the same with port/VF digits merged; NULL when none (rxe) */
   int realPort;                  /* earlier devices on the same PCI device */
   int maxQp;
+  int maxRdAtom, maxInitRdAtom;  /* RDMA reads and atomics a QP serves / has in flight at once */
   int physPorts;                 /* ports of its HCA (ibv_device_attr.phys_port_cnt) */
   float latency;
   int ar;                        /* adaptive routing */

@@ -74,7 +74,7 @@ ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devInde
 /* INIT -> RTR -> RTS towards remote QP qpn on the peer's device info rem. */
 static ncclResult_t qpConnectTimed(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
                                    const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl, int timeout,
-                                   int retryCnt) {
+                                   int retryCnt, int rdIn, int rdOut) {
   struct ncclIbCommDev* cd = &base->devs[devIndex];
   struct ncclIbDev* dev = &ncclIbDevs[cd->ibDevN];
   enum ibv_mtu mtu = dev->portAttr.active_mtu;
@@ -94,6 +94,8 @@ static ncclResult_t qpConnectTimed(struct ncclIbNetCommBase* base, int devIndex,
   path.retryCnt = (uint8_t)retryCnt;
   path.rnrRetry = 7;
   path.retryModify = 1;
+  path.rdAtomicIn = (uint8_t)rdIn;
+  path.rdAtomicOut = (uint8_t)rdOut;
   char g[INET6_ADDRSTRLEN] = "";
   ibvGetGidStr(&rem->gid, g, sizeof(g));
   enum ibv_qp_state failed = IBV_QPS_RTR;
@@ -113,8 +115,14 @@ static ncclResult_t qpConnectTimed(struct ncclIbNetCommBase* base, int devIndex,
 /* ... with the user's NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT */
 ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
                                     const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl) {
+  return railnetIbQpConnectReads(base, devIndex, qp, rem, qpn, tc, sl, 1, 1);
+}
+
+ncclResult_t railnetIbQpConnectReads(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
+                                     const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl, int rdIn,
+                                     int rdOut) {
   return qpConnectTimed(base, devIndex, qp, rem, qpn, tc, sl, (int)railnetParamInt(&qpParams[P_TIMEOUT]),
-                        (int)railnetParamInt(&qpParams[P_RETRY_CNT]));
+                        (int)railnetParamInt(&qpParams[P_RETRY_CNT]), rdIn, rdOut);
 }
 
 ncclResult_t railnetIbQpCreate(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp** out) {
@@ -131,7 +139,7 @@ ncclResult_t railnetIbQpConnect(struct ncclIbNetCommBase* base, int devIndex, st
 ncclResult_t railnetIbQpConnectTimed(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
                                      int remDevIndex, uint32_t qpn, int timeout, int retryCnt) {
   return qpConnectTimed(base, devIndex, qp, &base->remDevs[remDevIndex], qpn, base->qpTc, base->qpSl, timeout,
-                        retryCnt);
+                        retryCnt, 1, 1);
 }
 
 void railnetIbDevInfoFill(struct ncclIbNetCommBase* base, int i, struct ncclIbDevInfo* d, uint32_t rkey) {

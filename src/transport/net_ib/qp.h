@@ -20,6 +20,11 @@ ncclResult_t railnetIbQpCreateAccess(struct ncclIbNetCommBase* base, int devInde
  * and service level and the user's NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT. */
 ncclResult_t railnetIbQpConnectInfo(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
                                     const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl);
+/* ... serving rdIn of the peer's RDMA reads and atomics at once and keeping rdOut of its own in
+ * flight (the one above: 1 and 1, as NCCL's QPs; the RMA QPs more, rma_ctx.c). */
+ncclResult_t railnetIbQpConnectReads(struct ncclIbNetCommBase* base, int devIndex, struct ibv_qp* qp,
+                                     const struct ncclIbDevInfo* rem, uint32_t qpn, int tc, int sl, int rdIn,
+                                     int rdOut);
 /* Port recovery (resilience/failover.h) and the comm setup: a data QP (remote write) on device devIndex,
  * in INIT; and its INIT -> RTR -> RTS towards the peer's QP qpn on its device remDevIndex, with
  * the traffic class and service level the comm's QPs got. */

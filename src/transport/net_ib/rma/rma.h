@@ -28,12 +28,17 @@ extern "C" {
  * most two work requests (the data write and the signal's atomic) */
 #define RAILNET_RMA_REQS_PER_RANK (32 * NCCL_NET_IB_MAX_RECVS)
 #define RAILNET_RMA_SQ_DEPTH (2 * RAILNET_RMA_REQS_PER_RANK)
+/* RDMA reads (gets) and atomics (signals) a QP keeps in flight, and serves, at once: at most
+ * this, the device's limits and (in flight) what the peer serves. NCCL's QPs keep 1: a get of
+ * 64 KiB then waits for the one before it (half ib_read_bw's bandwidth on soft-RoCE). */
+#define RAILNET_RMA_RD_ATOMIC 16
 
 /* What crosses the wire, beside the ring's hello (rma_group.h): each rank's QP towards each
  * rank of each context (qpn 0: none), all-gathered at createContext. */
 struct railnetRmaQpInfo {
   uint32_t qpn;
   int32_t devIndex;             /* the device of the sender's vDevice it is on */
+  uint32_t rdAtomic;            /* the peer's gets and signals it serves at once (max_dest_rd_atomic) */
   struct ncclIbDevInfo dev;     /* its address (qp.h railnetIbDevInfoFill) */
 };
 

@@ -25,6 +25,12 @@ RAILNET_PARAM_TABLE("net_ib/rma", rmaParams);
 
 int railnetRmaParamTc(void) { return (int)railnetParamInt(&rmaParams[P_GIN_IB_TC]); }
 
+/* RAILNET_RMA_RD_ATOMIC within a device limit (at least 1). */
+static int rdAtomicLimit(int deviceMax) {
+  int n = deviceMax < RAILNET_RMA_RD_ATOMIC ? deviceMax : RAILNET_RMA_RD_ATOMIC;
+  return n < 1 ? 1 : n;
+}
+
 /* Is rank p connected to this one in a context of stride `stride`? */
 static int connectedRank(const struct railnetRmaColl* cc, int stride, int p) {
   return ((p - cc->rank + cc->nranks) % cc->nranks) % stride == 0;
@@ -81,6 +87,7 @@ static ncclResult_t contextCreate(struct railnetRmaCtx* x, struct railnetRmaCont
     peer->depth = RAILNET_RMA_SQ_DEPTH;
     mine[p].qpn = peer->qp->qp_num;
     mine[p].devIndex = peer->devIndex;
+    mine[p].rdAtomic = (uint32_t)rdAtomicLimit(ncclIbDevs[c->base->devs[peer->devIndex].ibDevN].maxRdAtom);
     railnetIbDevInfoFill(c->base, peer->devIndex, &mine[p].dev, 0);
   }
   return ncclSuccess;
@@ -107,7 +114,9 @@ static ncclResult_t contextConnect(struct railnetRmaCtx* x, int ci, const struct
       return ncclRemoteError;
     }
     peer->remDevIndex = rem->devIndex;
-    NCCLCHECK(railnetIbQpConnectInfo(c->base, peer->devIndex, peer->qp, &rem->dev, rem->qpn, x->tc, x->sl));
+    int in = rdAtomicLimit(dev->maxRdAtom), out = rdAtomicLimit(dev->maxInitRdAtom);
+    if (rem->rdAtomic >= 1 && (int)rem->rdAtomic < out) out = (int)rem->rdAtomic;
+    NCCLCHECK(railnetIbQpConnectReads(c->base, peer->devIndex, peer->qp, &rem->dev, rem->qpn, x->tc, x->sl, in, out));
   }
   return ncclSuccess;
 }
