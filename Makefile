@@ -111,9 +111,10 @@ $(BUILD)/examples/%: examples/%.c $(STATIC)
 # Benchmarks (bench/*.c): programs that bench/*.sh run next to their references.
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 bench-build: lib $(BENCHES)
-$(BUILD)/bench/%: bench/%.c $(PLUGIN_LOAD_OBJ)
+# (the plugin through dlopen, as NCCL; rma_bench links librailnet's public API instead)
+$(BUILD)/bench/%: bench/%.c $(PLUGIN_LOAD_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLUGIN_LOAD_OBJ) $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itools/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLUGIN_LOAD_OBJ) $(STATIC) $(LDLIBS)
 
 bench: deps-test bench-build
 	bench/socket.sh

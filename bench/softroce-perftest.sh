@@ -14,14 +14,19 @@
 #   --bw-mib M            ib_write_bw -n instead of -D: M MiB per size, as M MiB / size
 #                         iterations (8 .. 1000); under TCG -D can report 0.00 MB/s
 #   --lat-iters N         ib_write_lat -n (default: 200)
+#   --read-bw             also ib_read_bw at the bandwidth sizes (same length and depth)
+#   --atomic-lat          also ib_atomic_lat (fetch-and-add, 8 B; the same -n)
 #   -o DIR                result directory (default: $RAILNET_BUILD/softroce/bench)
 # Results: DIR/perftest.tsv, one line per measurement, tab-separated:
 #   ib_write_bw   SIZE  ITERS  BW_PEAK_MBps  BW_AVG_MBps  (peak is 0 in perftest's -D mode)
 #   ib_write_lat  SIZE  ITERS  T_MIN_us  T_MAX_us  T_TYPICAL_us  T_AVG_us
+#   ib_read_bw, ib_atomic_lat: as ib_write_bw, ib_write_lat (a read's and an atomic's
+#                 latency is its round trip; a write's is half a ping-pong)
 # and DIR/NAME.log for the extra jobs, which run after perftest and can read that file
 # ($SOFTROCE_OUT/perftest.tsv) to print their ratios.
-# Inside the VM this script is called back as: softroce-perftest.sh --in-vm bw|lat SIZES N
-# (bw: N seconds per size, bwn: N MiB per size; at most 4 MiB in flight).
+# Inside the VM this script is called back as: softroce-perftest.sh --in-vm bw|bwn|lat SIZES N
+# [TOOL] (bw: N seconds per size, bwn: N MiB per size; at most 4 MiB in flight; TOOL:
+# ib_write_bw / ib_write_lat by default, or ib_read_bw / ib_atomic_lat).
 set -u
 # every run's output also goes to bench/results/<date>-softroce-perftest.txt (bench/results.sh)
 . "$(dirname "$0")/results.sh"
@@ -76,7 +81,10 @@ run_pair() {
 }
 
 in_vm() {
-  local kind=$1 sizes=$2 n=$3 size row depth iters length port=18515 status=0
+  local kind=$1 sizes=$2 n=$3 tool=${4:-} size row depth iters length port=18515 status=0
+  [ -n "$tool" ] || { tool=ib_write_bw; [ "$kind" = lat ] && tool=ib_write_lat; }
+  [ "$tool" = ib_read_bw ] && port=18715
+  [ "$tool" = ib_atomic_lat ] && port=18815
   for size in $sizes; do
     port=$((port + 1))
     if [ "$kind" = bw ] || [ "$kind" = bwn ]; then
@@ -90,13 +98,13 @@ in_vm() {
         [ $depth -gt $iters ] && depth=$iters
         length=(-n "$iters")
       fi
-      row=$(run_pair ib_write_bw "$size" "$port" "${length[@]}" -t "$depth") || { status=1; continue; }
+      row=$(run_pair "$tool" "$size" "$port" "${length[@]}" -t "$depth") || { status=1; continue; }
       set -- $row  # bytes iterations peak average msgrate
-      printf 'ib_write_bw\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" | tee -a "$SOFTROCE_OUT/perftest.tsv"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$1" "$2" "$3" "$4" | tee -a "$SOFTROCE_OUT/perftest.tsv"
     else
-      row=$(run_pair ib_write_lat "$size" "$port" -n "$n") || { status=1; continue; }
+      row=$(run_pair "$tool" "$size" "$port" -n "$n") || { status=1; continue; }
       set -- $row  # bytes iterations t_min t_max t_typical t_avg ...
-      printf 'ib_write_lat\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" |
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$1" "$2" "$3" "$4" "$5" "$6" |
         tee -a "$SOFTROCE_OUT/perftest.tsv"
     fi
   done
@@ -110,7 +118,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_SECONDS=2 BW_MIB= LAT_ITERS=200
+BW_SIZES="4096 65536 1048576" LAT_SIZES="8 4096 65536" BW_SECONDS=2 BW_MIB= LAT_ITERS=200 READ_BW=0 ATOMIC_LAT=0
 OUT=${RAILNET_BUILD:-$REPO/build}/softroce/bench
 extra=()
 while [ $# -gt 0 ]; do
@@ -120,6 +128,8 @@ while [ $# -gt 0 ]; do
     --bw-seconds) BW_SECONDS=$2; shift 2 ;;
     --bw-mib) BW_MIB=$2; shift 2 ;;
     --lat-iters) LAT_ITERS=$2; shift 2 ;;
+    --read-bw) READ_BW=1; shift ;;
+    --atomic-lat) ATOMIC_LAT=1; shift ;;
     -o) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *=*) extra+=("$1"); shift ;;
@@ -132,20 +142,21 @@ done
 self="$HERE/$(basename "$0")"
 bw_job="bw '$BW_SIZES' $BW_SECONDS"
 [ -n "$BW_MIB" ] && bw_job="bwn '$BW_SIZES' $BW_MIB"
-"$REPO/test/softroce/run-vm.sh" -o "$OUT" \
-  "perftest_bw=$self --in-vm $bw_job" \
-  "perftest_lat=$self --in-vm lat '$LAT_SIZES' $LAT_ITERS" \
-  "${extra[@]}"
+jobs=("perftest_bw=$self --in-vm $bw_job" "perftest_lat=$self --in-vm lat '$LAT_SIZES' $LAT_ITERS")
+[ $READ_BW = 1 ] && jobs+=("perftest_read=$self --in-vm $bw_job ib_read_bw")
+[ $ATOMIC_LAT = 1 ] && jobs+=("perftest_atomic=$self --in-vm lat 8 $LAT_ITERS ib_atomic_lat")
+"$REPO/test/softroce/run-vm.sh" -o "$OUT" "${jobs[@]}" "${extra[@]}"
 rc=$?
 [ $rc -eq 2 ] && exit 2
-for j in perftest_bw perftest_lat; do
+for j in "${jobs[@]}"; do
+  j=${j%%=*}
   [ "$(cat "$OUT/$j.rc" 2>/dev/null)" = 0 ] || { echo "== $j failed:"; cat "$OUT/$j.log"; }
 done
 devs=$(sed -n 's/^rxe ok //p' "$OUT/status")
 echo "== perftest on soft-RoCE (${devs% *} -> ${devs#* }; under TCG compare ratios, not absolutes)"
 awk -F'\t' '
-  $1 == "ib_write_bw"  { printf "  ib_write_bw   %8d B  %6d iters  avg %8.2f MB/s\n", $2, $3, $5 }
-  $1 == "ib_write_lat" { printf "  ib_write_lat  %8d B  %6d iters  avg %8.2f us    (min %.2f, typical %.2f)\n", $2, $3, $7, $4, $6 }
+  $1 ~ /_bw$/  { printf "  %-13s %8d B  %6d iters  avg %8.2f MB/s\n", $1, $2, $3, $5 }
+  $1 ~ /_lat$/ { printf "  %-13s %8d B  %6d iters  avg %8.2f us    (min %.2f, typical %.2f)\n", $1, $2, $3, $7, $4, $6 }
 ' "$OUT/perftest.tsv" 2>/dev/null
 for j in "${extra[@]}"; do
   name=${j%%=*}
