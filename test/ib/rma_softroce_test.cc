@@ -7,6 +7,8 @@
 //    only after its data;
 //  - gets from the next rank's window (0 B to the same size) and checks every byte;
 //  - posts 64 puts at once before testing any of them (many outstanding on one context);
+//  - puts with a signal into a window registered as GPU memory, which the target flushes
+//    (iflush: a read through its QP to itself) before it checks every byte;
 //  - is refused (ncclInvalidArgument, a WARN) an offset past the target's window, an unknown
 //    rank, a rank outside its rank stride, an unknown signal operation, a context out of range,
 //    a deregistered window (and its second deregistration).
@@ -72,7 +74,7 @@ struct Rank {
   Shared* sh;
   int r, n, stride;
   size_t part;
-  void *ctx = nullptr, *coll = nullptr, *rctx = nullptr, *dataMr = nullptr, *sigMr = nullptr;
+  void *ctx = nullptr, *coll = nullptr, *rctx = nullptr, *dataMr = nullptr, *sigMr = nullptr, *gpuMr = nullptr;
   uint8_t* data = nullptr;
   volatile uint64_t* sig = nullptr;
 
@@ -195,7 +197,37 @@ struct Rank {
     return wait(coll, s);
   }
 
+  // A window registered as GPU memory (host memory standing in: rxe registers either): the
+  // previous rank's put with signal lands in it, and, as NCCL's proxy does for GPU memory, this
+  // rank flushes it before reading (a read through the QP to itself), then checks every byte.
+  std::string gpuTypeWindow(int k, uint64_t expect) {
+    const size_t size = 65536;
+    int to = (r + stride) % n, from = (r - stride + n) % n;
+    uint8_t* g = data + 2 * part;  // the get target: no longer read
+    memset(g, 0, size);
+    if (railnetRmaRegMrSym(coll, g, size, NCCL_PTR_CUDA, 0, &gpuMr) != ncclSuccess)
+      return "regMrSym with NCCL_PTR_CUDA (host memory) failed";
+    for (size_t i = 0; i < size; i++) data[i] = patternOf(r, k, i);
+    void* req = nullptr;
+    if (railnetRmaIputSignal(rctx, 0, 0, dataMr, size, 0, gpuMr, to, 8 * r, sigMr, 1, NCCL_NET_SIGNAL_OP_INC, true,
+                             &req) != ncclSuccess)
+      return "the put into the GPU-type window failed";
+    std::string e = wait(coll, req);
+    if (!e.empty()) return e;
+    long long end = railnetClockNs() + 120000000000LL;
+    while (__atomic_load_n(&sig[from], __ATOMIC_ACQUIRE) < expect && (long long)railnetClockNs() < end) usleep(100);
+    if (sig[from] != expect) return "the signal into the GPU-type window did not arrive";
+    void* flush = nullptr;
+    if (railnetRmaIflush(rctx, 0, gpuMr, from, &flush) != ncclSuccess || flush == nullptr)
+      return "iflush of GPU memory gave no request";
+    if (!(e = wait(coll, flush)).empty()) return "the flush: " + e;
+    for (size_t i = 0; i < size; i++)
+      if (g[i] != patternOf(from, k, i)) return "GPU-type window: byte " + std::to_string(i) + " differs after the flush";
+    return "";
+  }
+
   void tearDown() {
+    if (gpuMr) railnetRmaDeregMrSym(coll, gpuMr);
     if (rctx) railnetRmaDestroyContext(rctx);
     if (dataMr) railnetRmaDeregMrSym(coll, dataMr);
     if (sigMr) railnetRmaDeregMrSym(coll, sigMr);
@@ -237,6 +269,9 @@ std::string runRank(Shared* sh, int r, int n, int stride) {
     for (size_t i = 0; e.empty() && i < 64 * 4096; i++)
       if (k.data[k.part + i] != patternOf(from, 100, i)) e = "many outstanding: byte " + std::to_string(i) + " differs";
   }
+  // nobody writes its source (data[0..]) before the previous rank's puts from it completed
+  if (!oobBarrier(sh, &m, n) && e.empty()) e = "barrier";
+  if (e.empty()) e = k.gpuTypeWindow(101, expect + 1001);
   if (!oobBarrier(sh, &m, n) && e.empty()) e = "the last barrier";
   k.tearDown();
   return e;
