@@ -255,3 +255,33 @@ TEST(RmaAbi, RailnetsTablesHaveEveryEntry) {
   bool err = true;
   EXPECT_EQ(railnetGetRma()->queryLastError(nullptr, &err), ncclInvalidArgument);
 }
+
+// A context's CQ holds every work request its QPs may have in flight (512 per connected rank
+// and a flush QP's), within the smallest max_cqe of the vDevice's devices, with an INFO when
+// that is less (rxe's 32767 is less from 64 ranks on); a device that reports none does not limit.
+extern "C" {
+#include "../../src/transport/net_ib/devices.h"
+}
+TEST(RmaContext, TheCqHoldsWhatMayBeInFlightWithinTheDevicesMaxCqe) {
+  ncclNetVDeviceProps_t savedProps = ncclIbMergedDevs[0].vProps;
+  int savedCqe[2] = {ncclIbDevs[0].maxCqe, ncclIbDevs[1].maxCqe};
+  ncclIbMergedDevs[0].vProps.ndevs = 2;
+  ncclIbMergedDevs[0].vProps.devs[0] = 0, ncclIbMergedDevs[0].vProps.devs[1] = 1;
+  struct railnetRmaColl cc;
+  memset(&cc, 0, sizeof(cc));
+  cc.vDev = 0;
+  LogCapture log;
+  int room = 0;
+  ncclIbDevs[0].maxCqe = 32767, ncclIbDevs[1].maxCqe = 0;
+  int want4 = 4 * RAILNET_RMA_SQ_DEPTH + NET_IB_RECV_REQUESTS;
+  EXPECT_EQ(railnetRmaCqEntries(&cc, 4, &room), want4);
+  EXPECT_EQ(room, want4);
+  EXPECT_FALSE(log.contains("its CQ holds", NCCL_LOG_INFO));
+  EXPECT_EQ(railnetRmaCqEntries(&cc, 64, &room), 32767);  // 64 x 512 + the flush QP's: more
+  EXPECT_EQ(room, 32767);
+  EXPECT_TRUE(log.contains("its CQ holds 32767: at most that many are", NCCL_LOG_INFO)) << log.all();
+  ncclIbDevs[1].maxCqe = 1000;  // the smallest of the vDevice's devices
+  EXPECT_EQ(railnetRmaCqEntries(&cc, 4, &room), 1000);
+  ncclIbMergedDevs[0].vProps = savedProps;
+  ncclIbDevs[0].maxCqe = savedCqe[0], ncclIbDevs[1].maxCqe = savedCqe[1];
+}

@@ -68,6 +68,7 @@ struct ncclIbDev {
   int realPort;                  /* earlier devices on the same PCI device */
   int maxQp;
   int maxRdAtom, maxInitRdAtom;  /* RDMA reads and atomics a QP serves / has in flight at once */
+  int maxCqe;                    /* entries a CQ can hold */
   int physPorts;                 /* ports of its HCA (ibv_device_attr.phys_port_cnt) */
   float latency;
   int ar;                        /* adaptive routing */

@@ -250,6 +250,7 @@ static ncclResult_t ibAddDevice(struct ibv_device* device, int index, const stru
     dev->maxQp = devAttr.max_qp;
     dev->maxRdAtom = devAttr.max_qp_rd_atom;
     dev->maxInitRdAtom = devAttr.max_qp_init_rd_atom;
+    dev->maxCqe = devAttr.max_cqe;
     dev->physPorts = devAttr.phys_port_cnt;
     dev->railId = NCCL_NET_ID_UNDEF;
     dev->planeId = NCCL_NET_ID_UNDEF;

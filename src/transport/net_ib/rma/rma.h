@@ -86,6 +86,8 @@ struct railnetRmaContext {
   struct railnetRmaRequest* orphans;          /* posted in part when the post failed: kept until destroy */
   uint64_t* scratch;                          /* where the signals' atomics put the old value */
   struct ibv_mr* scratchMrs[NCCL_IB_MAX_DEVS_PER_NIC];
+  int cqRoom;                                 /* entries of each device's CQ: work requests in flight on it at most */
+  int inFlight[NCCL_IB_MAX_DEVS_PER_NIC];     /* work requests posted on the device, not yet completed */
   pthread_mutex_t lock;                       /* posting and polling */
 };
 
@@ -138,6 +140,11 @@ ncclResult_t railnetRmaFinalize(void* ctx);
 /* rma_ctx.c */
 ncclResult_t railnetRmaCreateContext(void* collComm, ncclRmaConfig_v14_t* config, void** rmaCtx);
 ncclResult_t railnetRmaDestroyContext(void* rmaCtx);
+/* A context's CQ entries per device: every work request its QPs may have in flight (the send
+ * queues of npeers ranks and a flush QP), within the smallest max_cqe of the vDevice's devices
+ * (with an INFO when that is less); post() keeps what is in flight on a device within it
+ * (*room). */
+int railnetRmaCqEntries(const struct railnetRmaColl* cc, int npeers, int* room);
 /* NCCL_GIN_IB_TC as set (-1: not set) */
 int railnetRmaParamTc(void);
 /* rma_reg.c */

@@ -31,6 +31,20 @@ static int rdAtomicLimit(int deviceMax) {
   return n < 1 ? 1 : n;
 }
 
+int railnetRmaCqEntries(const struct railnetRmaColl* cc, int npeers, int* room) {
+  long want = (long)npeers * RAILNET_RMA_SQ_DEPTH + NET_IB_RECV_REQUESTS, have = want;
+  const ncclNetVDeviceProps_t* v = &ncclIbMergedDevs[cc->vDev].vProps;
+  for (int d = 0; d < v->ndevs; d++) {
+    int m = ncclIbDevs[v->devs[d]].maxCqe;
+    if (m > 0 && m < have) have = m;
+  }
+  if (have < want)
+    INFO(NCCL_INIT | NCCL_NET, "NET/IB RMA : %s: a context of %d ranks could have %ld work requests in flight per "
+         "device, its CQ holds %ld: at most that many are", ncclIbMergedDevs[cc->vDev].devName, npeers, want, have);
+  *room = (int)have;
+  return (int)have;
+}
+
 /* Is rank p connected to this one in a context of stride `stride`? */
 static int connectedRank(const struct railnetRmaColl* cc, int stride, int p) {
   return ((p - cc->rank + cc->nranks) % cc->nranks) % stride == 0;
@@ -64,7 +78,7 @@ static ncclResult_t contextCreate(struct railnetRmaCtx* x, struct railnetRmaCont
   pthread_mutex_init(&c->lock, NULL);
   int npeers = cc->nranks / x->rankStride;
   NCCLCHECK(railnetIbCommAlloc(1, &c->base));
-  NCCLCHECK(railnetIbCommDevsInit(c->base, cc->vDev, 2 * npeers * RAILNET_RMA_REQS_PER_RANK + 16));
+  NCCLCHECK(railnetIbCommDevsInit(c->base, cc->vDev, railnetRmaCqEntries(cc, npeers, &c->cqRoom)));
   NCCLCHECK(RAILNET_CALLOC(&c->peers, (size_t)cc->nranks, "the RMA context's ranks"));
   if (posix_memalign((void**)&c->scratch, 64, 64) != 0) {
     c->scratch = NULL;

@@ -85,6 +85,7 @@ static void pollLocked(struct railnetRmaCtx* x, struct railnetRmaContext* c) {
       }
       if (railnetIbWrIdRmaLast(wcs[i].wr_id)) { /* its last work request: every one before it is done too */
         r->peer->posted -= r->nwr;
+        c->inFlight[r->peer->devIndex] -= r->nwr;
         r->pending = 0;
       }
     }
@@ -105,7 +106,7 @@ static int groupLost(struct railnetRmaCtx* x, const char* what, uint32_t rank) {
 }
 
 /* Posts n work requests to peer's QP for request r, the last one signaled. Waits for room in
- * the QP's send queue polling the CQs (the lock let go between polls), as long as the group
+ * the QP's send queue and its device's CQ polling the CQs (the lock let go between polls), as long as the group
  * holds and at most RAILNET_RMA_POST_WAIT_MS. A post that fails part way moves the QP to the
  * error state: what went completes flushed into r, which stays (an orphan) until destroy. */
 #define RAILNET_RMA_POST_WAIT_MS 60000
@@ -123,7 +124,8 @@ static ncclResult_t post(struct railnetRmaCtx* x, struct railnetRmaContext* c, s
   for (;;) {
     pthread_mutex_lock(&c->lock);
     pollLocked(x, c);
-    if (peer->posted + n <= peer->depth) break; /* holding the lock */
+    /* room in the QP's send queue and in its device's CQ (holding the lock) */
+    if (peer->posted + n <= peer->depth && c->inFlight[peer->devIndex] + n <= c->cqRoom) break;
     pthread_mutex_unlock(&c->lock);
     checkGroup(x);
     int lost = __atomic_load_n(&x->lost, __ATOMIC_ACQUIRE);
@@ -137,7 +139,7 @@ static ncclResult_t post(struct railnetRmaCtx* x, struct railnetRmaContext* c, s
   }
   struct ibv_send_wr* bad = NULL;
   ncclResult_t res = wrap_ibv_post_send(peer->qp, wrs, &bad);
-  if (res == ncclSuccess) peer->posted += n;
+  if (res == ncclSuccess) peer->posted += n, c->inFlight[peer->devIndex] += n;
   else if (bad != NULL && bad != wrs) { /* some went: they must complete into r, so r stays */
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
