@@ -34,11 +34,16 @@ if [ "${1:-}" = --in-vm ]; then
   sizes=$2 mib=$3 iters=$4 rounds=$5
   tsv=$SOFTROCE_OUT/rma.tsv
   : >"$tsv"
+  # perftest KIND SIZES N TOOL: its rows, the round appended
+  perftest() {
+    "$HERE/softroce-perftest.sh" --in-vm "$@" | sed "s/\$/\t$r/" >>"$tsv"
+    [ "${PIPESTATUS[0]}" = 0 ] || echo "rma.sh: $4 failed in round $r (its figures are left out)" >&2
+  }
   for r in $(seq 1 "$rounds"); do
-    for t in "bwn '$sizes' $mib ib_write_bw" "bwn '$sizes' $mib ib_read_bw" "lat 8 $iters ib_write_lat" \
-             "lat 8 $iters ib_atomic_lat"; do
-      eval "\"$HERE/softroce-perftest.sh\" --in-vm $t" | sed "s/\$/\t$r/" >>"$tsv" || exit 1
-    done
+    perftest bwn "$sizes" "$mib" ib_write_bw
+    perftest bwn "$sizes" "$mib" ib_read_bw
+    perftest lat 8 "$iters" ib_write_lat
+    perftest lat 8 "$iters" ib_atomic_lat
     # each rank picks RMA device = its rank: rxe0 then rxe1, as perftest's client and server
     NCCL_IB_HCA="=${SOFTROCE_DEVS// /,}" "$BUILD/bench/rma_bench" --sizes "$sizes" --mib "$mib" \
       --lat-iters "$iters" | sed "s/\$/\t$r/" >>"$tsv"

@@ -21,12 +21,12 @@ static const railnetParam rmaPluginParams[] = {
                                            "Serve NCCL's one-sided (RMA) calls from the net plugin's library "
                                            "(0: NCCL uses its own RMA over verbs)"),
 };
-RAILNET_PARAM_TABLE("net_ib/rma plugin", rmaPluginParams);
+RAILNET_PARAM_TABLE("plugin/rma", rmaPluginParams);
 
 /* init as NCCL's tables have it: the devices up, then GPUDirect RDMA on at least one of them
  * (peer memory or DMA-BUF, as getProperties reports it), else refused with the reason. */
 static ncclResult_t ncclFacingInit(void** ctx, uint64_t commId, ncclDebugLogger_t logger) {
-  railnetSetLogger(logger);
+  if (logger) railnetSetLogger(logger); /* NULL: keep the one NCCL gave the net plugin */
   if (railnetParamInt(&rmaPluginParams[P_RMA_PLUGIN]) == 0) {
     INFO(NCCL_INIT | NCCL_NET, "NET/IB RMA : off (RAILNET_RMA_PLUGIN=0): NCCL uses its own RMA");
     return ncclInvalidUsage;

@@ -200,6 +200,8 @@ struct Rank {
   // A window registered as GPU memory (host memory standing in: rxe registers either): the
   // previous rank's put with signal lands in it, and, as NCCL's proxy does for GPU memory, this
   // rank flushes it before reading (a read through the QP to itself), then checks every byte.
+  // On host memory the bytes are there with or without the flush: this shows that a flush of
+  // GPU memory is a request that completes, not that it orders a GPU's view.
   std::string gpuTypeWindow(int k, uint64_t expect) {
     const size_t size = 65536;
     int to = (r + stride) % n, from = (r - stride + n) % n;
@@ -210,7 +212,7 @@ struct Rank {
     for (size_t i = 0; i < size; i++) data[i] = patternOf(r, k, i);
     void* req = nullptr;
     if (railnetRmaIputSignal(rctx, 0, 0, dataMr, size, 0, gpuMr, to, 8 * r, sigMr, 1, NCCL_NET_SIGNAL_OP_INC, true,
-                             &req) != ncclSuccess)
+                             &req) != ncclSuccess || req == nullptr)
       return "the put into the GPU-type window failed";
     std::string e = wait(coll, req);
     if (!e.empty()) return e;
@@ -333,6 +335,12 @@ class RmaSoftRoce : public IbTwoDevicesTest {
  protected:
   // n ranks as forked processes; "" or the first rank's failure.
   std::string group(int n, int stride, bool deadPeer = false) {
+    // soft-RoCE drops a get's responses beyond the receive backlog, and its retry can complete
+    // the get with none of its data (docs/ib-rma.md): the VM raises it; a host must too
+    long backlog = atol(readFile("/proc/sys/net/core/netdev_max_backlog").c_str());
+    if (!deadPeer && backlog < 20000 && has(readFile("/sys/class/infiniband/rxe0/ports/1/state"), "ACTIVE"))
+      return "SKIP soft-RoCE with net.core.netdev_max_backlog " + std::to_string(backlog) +
+             " < 20000: rxe's retry of a get can lose its data (docs/ib-rma.md); raise it";
     railnetIbResetDevices();
     Shared* sh = (Shared*)mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return "mmap failed";
@@ -369,9 +377,17 @@ class RmaSoftRoce : public IbTwoDevicesTest {
   }
 };
 
-TEST_F(RmaSoftRoce, TwoRanksPutSignalGetEveryByte) { EXPECT_EQ(group(2, 1), ""); }
-TEST_F(RmaSoftRoce, FourRanksOverBothDevices) { EXPECT_EQ(group(4, 1), ""); }
-TEST_F(RmaSoftRoce, FourRanksWithRankStrideTwo) { EXPECT_EQ(group(4, 2), ""); }
+// "" passes; "SKIP ..." skips (the reason after it); anything else fails with it
+#define EXPECT_GROUP(call)                                           \
+  do {                                                               \
+    std::string e_ = (call);                                         \
+    if (e_.rfind("SKIP ", 0) == 0) RAILNET_SKIP(e_.substr(5));       \
+    EXPECT_EQ(e_, "");                                               \
+  } while (0)
+
+TEST_F(RmaSoftRoce, TwoRanksPutSignalGetEveryByte) { EXPECT_GROUP(group(2, 1)); }
+TEST_F(RmaSoftRoce, FourRanksOverBothDevices) { EXPECT_GROUP(group(4, 1)); }
+TEST_F(RmaSoftRoce, FourRanksWithRankStrideTwo) { EXPECT_GROUP(group(4, 2)); }
 
 TEST_F(RmaSoftRoce, ARankThatDiesFailsThePutsToItBounded) { EXPECT_EQ(group(2, 1, true), ""); }
 
@@ -394,9 +410,10 @@ TEST_F(RmaSoftRoce, NcclsOwnHeadersDriveVersions13And14) {
     ToolRun none = shellRun("env -u SYSFS_PATH NCCL_DEBUG=INFO " + client + " " + plugin + " " + v + " refused");
     EXPECT_EQ(none.status, 0) << "init without GPUDirect RDMA: " << none.out;
     EXPECT_TRUE(has(none.out, "unable to serve NCCL's one-sided calls: no GPUDirect RDMA")) << none.out;
-    ToolRun off = shellRun("SYSFS_PATH=" + sys.path() + " RAILNET_RMA_PLUGIN=0 " + client + " " + plugin + " " + v +
-                           " refused");
+    ToolRun off = shellRun("SYSFS_PATH=" + sys.path() + " RAILNET_RMA_PLUGIN=0 NCCL_DEBUG=INFO " + client + " " +
+                           plugin + " " + v + " refused");
     EXPECT_EQ(off.status, 0) << "init with RAILNET_RMA_PLUGIN=0: " << off.out;
+    EXPECT_TRUE(has(off.out, "off (RAILNET_RMA_PLUGIN=0)")) << off.out;
     ToolRun run = shellRun("SYSFS_PATH=" + sys.path() + " " + client + " " + plugin + " " + v + " run");
     EXPECT_EQ(run.status, 0) << run.out;
     EXPECT_TRUE(has(run.out, std::string("rank 0: ncclRmaPlugin_v") + v + ": ok")) << run.out;

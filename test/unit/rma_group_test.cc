@@ -258,7 +258,8 @@ TEST(RmaAbi, RailnetsTablesHaveEveryEntry) {
 
 // A context's CQ holds every work request its QPs may have in flight (512 per connected rank
 // and a flush QP's), within the smallest max_cqe of the vDevice's devices, with an INFO when
-// that is less (rxe's 32767 is less from 64 ranks on); a device that reports none does not limit.
+// that is less (rxe's 32767 is less from 64 ranks on); a device that reports none does not limit;
+// one that holds less than an operation's work requests is refused with a WARN.
 extern "C" {
 #include "../../src/transport/net_ib/devices.h"
 }
@@ -282,6 +283,9 @@ TEST(RmaContext, TheCqHoldsWhatMayBeInFlightWithinTheDevicesMaxCqe) {
   EXPECT_TRUE(log.contains("its CQ holds 32767: at most that many are", NCCL_LOG_INFO)) << log.all();
   ncclIbDevs[1].maxCqe = 1000;  // the smallest of the vDevice's devices
   EXPECT_EQ(railnetRmaCqEntries(&cc, 4, &room), 1000);
+  ncclIbDevs[1].maxCqe = RAILNET_RMA_MAX_WRS - 1;  // not one operation's work requests: refused
+  EXPECT_EQ(railnetRmaCqEntries(&cc, 4, &room), -1);
+  EXPECT_TRUE(log.contains("an operation needs up to 17", NCCL_LOG_WARN)) << log.all();
   ncclIbMergedDevs[0].vProps = savedProps;
   ncclIbDevs[0].maxCqe = savedCqe[0], ncclIbDevs[1].maxCqe = savedCqe[1];
 }

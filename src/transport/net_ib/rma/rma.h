@@ -32,6 +32,8 @@ extern "C" {
  * this, the device's limits and (in flight) what the peer serves. NCCL's QPs keep 1: a get of
  * 64 KiB then waits for the one before it (half ib_read_bw's bandwidth on soft-RoCE). */
 #define RAILNET_RMA_RD_ATOMIC 16
+/* work requests of one operation at most: a transfer of up to 16 GiB (1 GiB each) and a signal */
+#define RAILNET_RMA_MAX_WRS 17
 
 /* What crosses the wire, beside the ring's hello (rma_group.h): each rank's QP towards each
  * rank of each context (qpn 0: none), all-gathered at createContext. */
@@ -41,6 +43,7 @@ struct railnetRmaQpInfo {
   uint32_t rdAtomic;            /* the peer's gets and signals it serves at once (max_dest_rd_atomic) */
   struct ncclIbDevInfo dev;     /* its address (qp.h railnetIbDevInfoFill) */
 };
+static_assert(sizeof(struct railnetRmaQpInfo) == 56, "the RMA QP exchange: its layout changed");
 
 struct railnetRmaMr;
 struct railnetRmaColl {
@@ -143,7 +146,7 @@ ncclResult_t railnetRmaDestroyContext(void* rmaCtx);
 /* A context's CQ entries per device: every work request its QPs may have in flight (the send
  * queues of npeers ranks and a flush QP), within the smallest max_cqe of the vDevice's devices
  * (with an INFO when that is less); post() keeps what is in flight on a device within it
- * (*room). */
+ * (*room). -1, with a WARN, when that holds less than one operation's work requests. */
 int railnetRmaCqEntries(const struct railnetRmaColl* cc, int npeers, int* room);
 /* NCCL_GIN_IB_TC as set (-1: not set) */
 int railnetRmaParamTc(void);

@@ -38,6 +38,11 @@ int railnetRmaCqEntries(const struct railnetRmaColl* cc, int npeers, int* room) 
     int m = ncclIbDevs[v->devs[d]].maxCqe;
     if (m > 0 && m < have) have = m;
   }
+  if (have < RAILNET_RMA_MAX_WRS) {
+    WARN("NET/IB RMA : %s: a CQ holds %ld entries, an operation needs up to %d", ncclIbMergedDevs[cc->vDev].devName,
+         have, RAILNET_RMA_MAX_WRS);
+    return -1;
+  }
   if (have < want)
     INFO(NCCL_INIT | NCCL_NET, "NET/IB RMA : %s: a context of %d ranks could have %ld work requests in flight per "
          "device, its CQ holds %ld: at most that many are", ncclIbMergedDevs[cc->vDev].devName, npeers, want, have);
@@ -78,7 +83,9 @@ static ncclResult_t contextCreate(struct railnetRmaCtx* x, struct railnetRmaCont
   pthread_mutex_init(&c->lock, NULL);
   int npeers = cc->nranks / x->rankStride;
   NCCLCHECK(railnetIbCommAlloc(1, &c->base));
-  NCCLCHECK(railnetIbCommDevsInit(c->base, cc->vDev, railnetRmaCqEntries(cc, npeers, &c->cqRoom)));
+  int cqe = railnetRmaCqEntries(cc, npeers, &c->cqRoom);
+  if (cqe < 0) return ncclSystemError;
+  NCCLCHECK(railnetIbCommDevsInit(c->base, cc->vDev, cqe));
   NCCLCHECK(RAILNET_CALLOC(&c->peers, (size_t)cc->nranks, "the RMA context's ranks"));
   if (posix_memalign((void**)&c->scratch, 64, 64) != 0) {
     c->scratch = NULL;
@@ -123,13 +130,14 @@ static ncclResult_t contextConnect(struct railnetRmaCtx* x, int ci, const struct
            rem->qpn == 0 ? "made no QP for this rank (another rank stride?)" : "is on another link layer");
       return ncclInvalidUsage;
     }
-    if (rem->devIndex < 0 || rem->devIndex >= NCCL_IB_MAX_DEVS_PER_NIC) {
-      WARN("NET/IB RMA : rank %d: rank %d names device %d of its vDevice", cc->rank, p, rem->devIndex);
+    if (rem->devIndex < 0 || rem->devIndex >= NCCL_IB_MAX_DEVS_PER_NIC || rem->rdAtomic < 1 || rem->rdAtomic > 255) {
+      WARN("NET/IB RMA : rank %d: rank %d names device %d of its vDevice and serves %u reads at once: not a "
+           "railnet RMA peer of this version", cc->rank, p, rem->devIndex, rem->rdAtomic);
       return ncclRemoteError;
     }
     peer->remDevIndex = rem->devIndex;
     int in = rdAtomicLimit(dev->maxRdAtom), out = rdAtomicLimit(dev->maxInitRdAtom);
-    if (rem->rdAtomic >= 1 && (int)rem->rdAtomic < out) out = (int)rem->rdAtomic;
+    if ((int)rem->rdAtomic < out) out = (int)rem->rdAtomic;
     NCCLCHECK(railnetIbQpConnectReads(c->base, peer->devIndex, peer->qp, &rem->dev, rem->qpn, x->tc, x->sl, in, out));
   }
   return ncclSuccess;

@@ -16,7 +16,6 @@
 #include "../wrid.h"
 
 #define RMA_MAX_WR_BYTES (1ull << 30) /* a longer transfer goes in several writes or reads */
-#define RMA_MAX_WRS 17                /* a transfer of up to 16 GiB and a signal */
 
 static ncclResult_t contextOf(struct railnetRmaCtx* x, int context, struct railnetRmaContext** out) {
   if (x == NULL) return ncclInvalidArgument;
@@ -130,8 +129,9 @@ static ncclResult_t post(struct railnetRmaCtx* x, struct railnetRmaContext* c, s
     checkGroup(x);
     int lost = __atomic_load_n(&x->lost, __ATOMIC_ACQUIRE);
     if (lost >= 0 || railnetClockNs() - start > RAILNET_RMA_POST_WAIT_MS * 1000000ull) {
-      WARN("NET/IB RMA : rank %d: the send queue towards rank %d stayed full %s", x->coll->rank, r->rank,
-           lost >= 0 ? "and the group broke" : "for 60 s: that rank stopped answering");
+      WARN("NET/IB RMA : rank %d: the %s towards rank %d stayed full %s", x->coll->rank,
+           peer->posted + n > peer->depth ? "send queue" : "device's completion queue (shared by its ranks)", r->rank,
+           lost >= 0 ? "and the group broke" : "for 60 s: its operations do not complete (check the ranks' logs)");
       free(r);
       return ncclRemoteError;
     }
@@ -147,6 +147,8 @@ static ncclResult_t post(struct railnetRmaCtx* x, struct railnetRmaContext* c, s
     (void)wrap_ibv_modify_qp(peer->qp, &a, IBV_QP_STATE);
     r->next = c->orphans;
     c->orphans = r;
+    /* what went completes (flushed) into the device's CQ, uncounted: its room is given up */
+    c->cqRoom -= (int)(bad - wrs);
     WARN("NET/IB RMA : rank %d: a %s towards rank %d was posted in part; its QP is closed (error state)",
          x->coll->rank, r->what, r->rank);
     res = ncclRemoteError;
@@ -188,17 +190,17 @@ static ncclResult_t rdmaOp(struct railnetRmaCtx* x, int context, const char* wha
   NCCLCHECK(contextOf(x, context, &c));
   NCCLCHECK(peerOf(x, c, rank, &peer));
   if (groupLost(x, what, rank)) return ncclRemoteError;
-  if (size > (RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES) {
+  if (size > (RAILNET_RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES) {
     WARN("NET/IB RMA : %s of %zu bytes: at most %llu in one operation", what, size,
-         (unsigned long long)((RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES));
+         (unsigned long long)((RAILNET_RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES));
     return ncclInvalidArgument;
   }
   NCCLCHECK(checkWindow(what, local, x->coll, 0, rank, localOff, size));
   NCCLCHECK(checkWindow(what, remote, x->coll, 1, rank, remoteOff, size));
   struct railnetRmaRequest* r;
   NCCLCHECK(newRequest(x, c, rank, what, &r));
-  struct ibv_send_wr wrs[RMA_MAX_WRS];
-  struct ibv_sge sges[RMA_MAX_WRS];
+  struct ibv_send_wr wrs[RAILNET_RMA_MAX_WRS];
+  struct ibv_sge sges[RAILNET_RMA_MAX_WRS];
   int n = rdmaWrs(wrs, sges, op, (uint64_t)(uintptr_t)(local->base + localOff), local->mrs[peer->devIndex] ?
                   local->mrs[peer->devIndex]->lkey : 0, remote->remote[rank].base + remoteOff,
                   remote->remote[rank].rkeys[peer->remDevIndex], size);
@@ -243,7 +245,7 @@ ncclResult_t railnetRmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, vo
          signalOp, NCCL_NET_SIGNAL_OP_INC, NCCL_NET_SIGNAL_OP_ADD);
     return ncclInvalidArgument;
   }
-  if (size > (RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES) {
+  if (size > (RAILNET_RMA_MAX_WRS - 1) * RMA_MAX_WR_BYTES) {
     WARN("NET/IB RMA : put with signal of %zu bytes: too large for one operation", size);
     return ncclInvalidArgument;
   }
@@ -259,8 +261,8 @@ ncclResult_t railnetRmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, vo
   }
   struct railnetRmaRequest* r;
   NCCLCHECK(newRequest(x, c, rank, "put with signal", &r));
-  struct ibv_send_wr wrs[RMA_MAX_WRS];
-  struct ibv_sge sges[RMA_MAX_WRS];
+  struct ibv_send_wr wrs[RAILNET_RMA_MAX_WRS];
+  struct ibv_sge sges[RAILNET_RMA_MAX_WRS];
   int n = size == 0 ? 0
                     : rdmaWrs(wrs, sges, IBV_WR_RDMA_WRITE, (uint64_t)(uintptr_t)(src->base + srcOff),
                               src->mrs[peer->devIndex]->lkey, dst->remote[rank].base + dstOff,
