@@ -159,8 +159,8 @@ TEST_F(IbDataPath, MultiRecvMatchesByTag) {
 
 // Multi-receives of eight tagged buffers from the comm's first irecv on, three in flight, each
 // group's isends in reverse tag order (the soft-RoCE IbP2pTest.MultiReceiveOfEightTaggedBuffers
-// plan): the comm never took a ring, so its eager messages end at the first one with no
-// exchange, and every group completes.
+// plan): the comm never took a ring, but its first message may go into the first-message box,
+// so its eager messages end with the close exchange, and every group completes.
 TEST_F(IbDataPath, MultiReceivesBeforeAnyRingAllComplete) {
   connect(dev0, dev1);
   ASSERT_NE(sc, nullptr);
@@ -215,7 +215,8 @@ TEST_F(IbDataPath, MultiReceivesBeforeAnyRingAllComplete) {
   }
   EXPECT_EQ(recvsDone, groups) << LogCapture::all();
   EXPECT_EQ(sendsDone, groups * nb);
-  EXPECT_FALSE(LogCapture::contains("asking the sender to end its eager messages")) << "a close exchange, with no ring";
+  EXPECT_TRUE(LogCapture::contains("asking the sender to end its eager messages")) << LogCapture::all();
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
 }
 
 // The send queue holds 32 WRs (NCCL_NET_MAX_REQUESTS) and a multi-receive of 8 takes 9 (a
@@ -439,8 +440,9 @@ TEST_F(IbDataPath, EightCommsShareOneLocalControlRegistration) {
 
 // The eager buffers come from the process's pool (eager/eager_pool.h) only when a comm's
 // first small message came: a stream of large messages takes none, on either side. The first
-// small message goes through its clear-to-send and takes the receiver's ring; the next one
-// goes eagerly and takes the sender's bounce slots. Closing gives both back.
+// small message goes eagerly into the receiver's first-message box, before its irecv, and its
+// delivery takes the receiver's ring; the next ones go eagerly into the ring and take the
+// sender's bounce slots. Closing gives both back.
 TEST_F(IbDataPath, EagerBuffersComeFromThePoolAtTheFirstSmallMessage) {
   struct railnetIbEagerPoolStats st0, st;
   railnetIbEagerPoolGetStats(&st0);
@@ -454,29 +456,35 @@ TEST_F(IbDataPath, EagerBuffersComeFromThePoolAtTheFirstSmallMessage) {
   void *smh, *rmh;
   char* src = buffer(sc, 100, &smh);
   char* dst = buffer(rc, 100, &rmh);
+  fill(src, 100, 50);
   void* sr = nullptr;
-  for (int k = 0; k < 3 && sr == nullptr; k++) {  // (an isend before the ring is named waits)
-    ASSERT_EQ(ib->isend(sc, src, 100, 0, smh, nullptr, &sr), ncclSuccess);
-  }
-  EXPECT_EQ(sr, nullptr) << "the first small message went eagerly without a ring";
+  ASSERT_EQ(ib->isend(sc, src, 100, 0, smh, nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr) << "the first small message waited for its irecv" << LogCapture::all();
+  EXPECT_EQ(((struct ncclIbRequest*)sr)->type, NCCL_NET_IB_REQ_EAGER);
+  ASSERT_EQ(wait(sr, nullptr), "");
+  memset(src, 0, 100);  // done: the bytes went (the first-message box keeps a copy of its own)
+  railnetIbEagerPoolGetStats(&st);
+  EXPECT_EQ(st.inUse, st0.inUse) << "the first message took eager buffers before it was delivered";
   for (int k = 0; k < 3; k++) {
-    fill(src, 100, k);
     void* d = dst;
     size_t sz = 100;
     int tag = 0;
     void* rr = nullptr;
     ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
-    int rdone = 0;
-    sr = isendNow(src, 100, 0, smh, rr, &rdone);
-    ASSERT_NE(sr, nullptr);
     if (k > 0) {
+      fill(src, 100, k);
+      int rdone = 0;
+      sr = isendNow(src, 100, 0, smh, rr, &rdone);
+      ASSERT_NE(sr, nullptr);
       EXPECT_EQ(((struct ncclIbRequest*)sr)->type, NCCL_NET_IB_REQ_EAGER) << "message " << k;
-    }
-    ASSERT_EQ(wait(sr, nullptr), "");
-    if (!rdone) {
+      ASSERT_EQ(wait(sr, nullptr), "");
+      if (!rdone) {
+        ASSERT_EQ(wait(rr, nullptr), "") << LogCapture::all();
+      }
+    } else {
       ASSERT_EQ(wait(rr, nullptr), "") << LogCapture::all();
     }
-    ASSERT_EQ(check(dst, 100, k), "");
+    ASSERT_EQ(check(dst, 100, k ? k : 50), "") << "message " << k;
     railnetIbEagerPoolGetStats(&st);
     EXPECT_EQ(st.inUse, st0.inUse + (k == 0 ? 1 : 2)) << "after message " << k << ": the ring, then the bounce slots";
   }
@@ -484,6 +492,50 @@ TEST_F(IbDataPath, EagerBuffersComeFromThePoolAtTheFirstSmallMessage) {
   railnetIbEagerPoolGetStats(&st);
   EXPECT_EQ(st.inUse, st0.inUse) << "closed comms kept eager buffers";
   EXPECT_EQ(st.chunks, st0.chunks) << "a chunk with all its buffers back was kept";
+}
+
+// The first-message box holds one message of at most 248 bytes (wire.h): a larger first
+// message waits for its irecv's clear-to-send. A first message in the box that a multi-receive
+// finds (the comm still has no ring) fills the buffer of its tag; the close exchange gives the
+// other buffer its clear-to-send, and its message comes that way.
+TEST_F(IbDataPath, TheFirstMessageBoxAndAMultiReceiveBeforeTheRing) {
+  LogCapture cap;
+  connect(dev0, dev1);
+  ASSERT_NE(sc, nullptr);
+  const size_t boxMax = RAILNET_IB_EAGER_FIRST_BYTES - sizeof(struct railnetIbEagerHdr);
+  void *smh[2], *rmh[2];
+  char* src[2] = {buffer(sc, 5000, &smh[0]), buffer(sc, 5000, &smh[1])};
+  char* dst[2] = {buffer(rc, 5000, &rmh[0]), buffer(rc, 5000, &rmh[1])};
+  void* sr = nullptr;
+  ASSERT_EQ(ib->isend(sc, src[0], boxMax + 1, 5, smh[0], nullptr, &sr), ncclSuccess);
+  EXPECT_EQ(sr, nullptr) << "a first message larger than the box went before its irecv";
+  fill(src[0], boxMax, 5);
+  ASSERT_EQ(ib->isend(sc, src[0], boxMax, 5, smh[0], nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr) << "a first message that fits the box waited for its irecv";
+  ASSERT_EQ(wait(sr, nullptr), "");
+  void* sr2 = nullptr;
+  fill(src[1], 100, 6);
+  ASSERT_EQ(ib->isend(sc, src[1], 100, 6, smh[1], nullptr, &sr2), ncclSuccess);
+  EXPECT_EQ(sr2, nullptr) << "a second small message went before the ring: the box takes one";
+  void* data[2] = {dst[0], dst[1]};
+  size_t posted[2] = {5000, 5000};
+  int tags[2] = {5, 6}, got[2] = {-1, -1};
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 2, data, posted, tags, rmh, nullptr, &rr), ncclSuccess);
+  ASSERT_NE(rr, nullptr);
+  int rdone = 0;
+  sr2 = isendNow(src[1], 100, 6, smh[1], rr, &rdone, got);
+  ASSERT_NE(sr2, nullptr) << LogCapture::all();
+  ASSERT_EQ(wait(sr2, nullptr), "");
+  if (!rdone) {
+    ASSERT_EQ(wait(rr, got), "") << LogCapture::all();
+  }
+  EXPECT_EQ(got[0], (int)boxMax);
+  EXPECT_EQ(got[1], 100);
+  EXPECT_EQ(check(dst[0], boxMax, 5), "");
+  EXPECT_EQ(check(dst[1], 100, 6), "");
+  EXPECT_TRUE(LogCapture::contains("asking the sender to end its eager messages")) << LogCapture::all();
+  EXPECT_FALSE(LogCapture::contains("", NCCL_LOG_WARN)) << LogCapture::all();
 }
 
 // At the pool's bound (RAILNET_IB_EAGER_POOL=1; both ends on one device, so one pool) the
@@ -824,6 +876,42 @@ TEST_F(IbFailover, EagerMessagesFailOverEveryByteArrives) {
     N->drop(&W->hcas[2], 1);
   }, true, "port failover: fk", 160, 1000, 100);
   EXPECT_GT(after.load(), 0) << "no eager write after the failover";
+}
+
+// The comm's first small message goes into the receiver's first-message box on fk2 (position
+// 1: QP 1), whose path drops every packet: the write is lost, the comm fails over and the
+// sender writes it again, from its own copy, over fk0; the irecv posted after it gets every byte.
+TEST_F(IbFailover, TheFirstMessageLostWithAPortIsWrittenAgain) {
+  LogCapture log;
+  connect(fused0, fused1);
+  ASSERT_NE(sc, nullptr);
+  ASSERT_EQ(stream(1, 65536 + 3, 1, nullptr), "");  // position 0, through its clear-to-send
+  void *smh, *rmh;
+  char* src = buffer(sc, 200, &smh);
+  char* dst = buffer(rc, 200, &rmh);
+  fill(src, 200, 9);
+  N->drop(&W->hcas[2], 1);
+  void* sr = nullptr;
+  ASSERT_EQ(ib->isend(sc, src, 200, 0, smh, nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr) << "the first small message waited for its irecv";
+  void* d = dst;
+  size_t sz = 200;
+  int tag = 0, sdone = 0, rdone = 0, got = -1;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &d, &sz, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  long long deadline = netNowNs() + 20000000000LL;
+  while ((!sdone || !rdone) && netNowNs() < deadline) {
+    if (!sdone) {
+      ASSERT_EQ(ib->test(sr, &sdone, nullptr), ncclSuccess) << LogCapture::all();
+    }
+    if (!rdone) {
+      ASSERT_EQ(ib->test(rr, &rdone, &got), ncclSuccess) << LogCapture::all();
+    }
+  }
+  ASSERT_TRUE(sdone && rdone) << LogCapture::all();
+  EXPECT_EQ(got, 200);
+  EXPECT_EQ(check(dst, 200, 9), "");
+  EXPECT_TRUE(LogCapture::contains("1 eager message(s) written again")) << LogCapture::all();
 }
 
 // The same drop without failover: the comm fails.

@@ -177,8 +177,10 @@ struct ncclIbRecvComm {
   struct ncclIbNetCommBase base;
   /* entries written into the sender's fifo, from here (base.ctrl) */
   struct ncclIbSendFifo (*elems)[NCCL_NET_IB_MAX_RECVS];
-  /* written by the sender: the sizes of a multi-receive */
+  /* written by the sender: the sizes of a multi-receive, then (eager messages) the comm's first
+   * message (wire.h RAILNET_IB_EAGER_FIRST_BYTES); one registration (devs[d].fifoMr) */
   int sizes[RAILNET_IB_FIFO_SLOTS][NCCL_NET_IB_MAX_RECVS];
+  uint8_t first[RAILNET_IB_EAGER_FIRST_BYTES];
   uint64_t remFifoAddr;
   struct ncclIbRequest* recvReqs[RAILNET_IB_FIFO_SLOTS];
   int flushEnabled;

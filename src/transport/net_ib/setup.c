@@ -243,7 +243,9 @@ ncclResult_t railnetIbSendCommSetup(void* ctx, struct ncclIbSendComm* comm, stru
   base->useInline = (int)railnetParamInt(&setupParams[P_USE_INLINE]);
   base->splitDataOnQps = railnetIbParamSplitDataOnQps();
   NCCLCHECK(createQps(base, nqps, meta));
-  NCCLCHECK(ctrlTake(base, sizeof(int) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS));
+  /* the sizes of a multi-send, then what the comm's first eager message is written from */
+  size_t sizesBytes = sizeof(int) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS;
+  NCCLCHECK(ctrlTake(base, sizesBytes + (railnetIbEagerSize() > 0 ? RAILNET_IB_EAGER_FIRST_BYTES : 0)));
   comm->sizes = (int(*)[NCCL_NET_IB_MAX_RECVS])base->ctrl.buf;
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
@@ -313,7 +315,9 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
          "NCCL_IB_SPLIT_DATA_ON_QPS=%d)", peer, rem->nqps, rem->splitDataOnQps ? ", data split across QPs" : "",
          railnetIbParamQpsPerConn(), base->vProps.ndevs, railnetIbParamSplitDataOnQps());
   NCCLCHECK(createQps(base, rem->nqps, meta));
-  NCCLCHECK(ctrlTake(base, sizeof(struct ncclIbSendFifo) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS));
+  /* the clear-to-send entries, then the eager credit words (eager.h) */
+  NCCLCHECK(ctrlTake(base, sizeof(struct ncclIbSendFifo) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS +
+                               sizeof(struct railnetIbEagerCredit)));
   comm->elems = (struct ncclIbSendFifo(*)[NCCL_NET_IB_MAX_RECVS])base->ctrl.buf;
   NCCLCHECK(checkLinkLayers(base, rem, peer));
   int64_t fifoTc = railnetParamInt(&setupParams[P_FIFO_TC]);
@@ -322,8 +326,9 @@ ncclResult_t railnetIbRecvCommSetup(int vDev, struct ncclIbRecvComm* comm, const
   NCCLCHECK(connectQps(base, rem, rem->tc, ctsTc, rem->sl, meta));
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
-    NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, sizeof(comm->sizes),
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+    /* the sizes records and, after them, the first-message box */
+    size_t peerBytes = (size_t)((char*)comm->first + sizeof(comm->first) - (char*)comm->sizes);
+    NCCLCHECK(wrap_ibv_reg_mr(&cd->fifoMr, cd->pd, comm->sizes, peerBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
     railnetIbDevInfoFill(base, i, &meta->devs[i], cd->fifoMr->rkey);
   }
   NCCLCHECK(negotiateRecv(comm, rem, meta, peer));

@@ -97,7 +97,16 @@ struct railnetIbEagerCredit {
   uint64_t ringAddr;
 };
 
-/* The head of an eager message in its ring slot; its bytes follow. */
+/* The receiver's first-message box (RAILNET_IB_FLAG_EAGER_POOL with eagerFirst at both ends):
+ * a comm's first small message, when it finds no clear-to-send and no ring named yet, is written
+ * there (a railnetIbEagerHdr, then at most RAILNET_IB_EAGER_FIRST_BYTES - 8 bytes; immediate
+ * RAILNET_IB_EAGER_FIRST), once per comm. The box sits right after the receiver's sizes records,
+ * in their registration (its rkey per device is fifoRkey); the sender writes it from a block of
+ * its own control memory. A comm with the box closes its eager messages (a multi-receive) with the
+ * exchange even before it has a ring. */
+#define RAILNET_IB_EAGER_FIRST_BYTES 256
+
+/* The head of an eager message in its ring slot (or the first-message box); its bytes follow. */
 struct railnetIbEagerHdr {
   uint32_t tag;                        /* isend's tag: the receiver checks it against its irecv's */
   uint32_t size;                       /* the message's bytes (the immediate says it too) */
@@ -163,10 +172,14 @@ struct ncclIbConnectionMetadata {
   uint64_t foRecAddr;
   uint32_t foRecRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
   /* RAILNET_IB_FLAG_EAGER_TAGS (eager.h): sender: its credit words (in its fifo's registration)
-   * and its RAILNET_IB_EAGER_SIZE; receiver: its ring and the size agreed */
+   * and its RAILNET_IB_EAGER_SIZE; receiver: the size agreed, and with RAILNET_IB_FLAG_EAGER_POOL
+   * its first-message box at eagerAddr (0: none) */
   uint64_t eagerAddr;
   uint32_t eagerSize;
-  uint32_t eagerPad;
+  /* RAILNET_IB_FLAG_EAGER_POOL: the first-message box (RAILNET_IB_EAGER_FIRST_BYTES): sender: the
+   * bytes of one it can write (0: an older railnet, which neither writes one nor closes its eager
+   * messages before a ring); receiver: its box's bytes (0: none) */
+  uint32_t eagerFirst;
 };
 
 #ifndef __cplusplus

@@ -52,6 +52,10 @@ extern "C" {
 #define RAILNET_IB_EAGER_RTS_SMALL 1u      /* ... with RTS: a small message whose memory cannot go eagerly */
 #define RAILNET_IB_EAGER_MARK 0x20000000u  /* ... split over QPs: a write of no bytes on QP i > 0 */
 #define RAILNET_IB_EAGER_CLOSE 0x10000000u /* ... the sender's close, of no bytes */
+/* ... RTS and MARK together: the comm's first message, into the receiver's first-message box
+ * (wire.h RAILNET_IB_EAGER_FIRST_BYTES), with its header and bytes */
+#define RAILNET_IB_EAGER_FIRST (RAILNET_IB_EAGER_RTS | RAILNET_IB_EAGER_MARK)
+#define RAILNET_IB_EAGER_KINDS 0xf0000000u /* the flags above the size (without failover) */
 #define RAILNET_IB_EAGER_FO_BITS 14        /* failover: the size's bits, and the position's above them */
 #define RAILNET_IB_EAGER_FO_MASK ((1u << RAILNET_IB_EAGER_FO_BITS) - 1)
 
@@ -146,7 +150,10 @@ static inline uint32_t railnetIbImmEager(int fo, uint64_t pos, uint32_t bits) {
   return RAILNET_IB_EAGER_IMM | bits | (fo ? ((uint32_t)pos & RAILNET_IB_EAGER_FO_MASK) << RAILNET_IB_EAGER_FO_BITS : 0);
 }
 static inline uint32_t railnetIbImmEagerSize(int fo, uint32_t imm) {
-  return fo ? imm & RAILNET_IB_EAGER_FO_MASK : imm & ~RAILNET_IB_EAGER_IMM;
+  return fo ? imm & RAILNET_IB_EAGER_FO_MASK : imm & ~RAILNET_IB_EAGER_KINDS;
+}
+static inline int railnetIbImmEagerIsFirst(uint32_t imm) {
+  return (imm & RAILNET_IB_EAGER_FIRST) == RAILNET_IB_EAGER_FIRST;
 }
 static inline uint32_t railnetIbImmEagerPosLow(uint32_t imm) {
   return (imm >> RAILNET_IB_EAGER_FO_BITS) & RAILNET_IB_EAGER_FO_MASK;

@@ -2,6 +2,7 @@
  * Eager small messages (eager.h).
  */
 #include <endian.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "eager.h"
@@ -36,12 +37,12 @@ RAILNET_PARAM_TABLE("net_ib/eager", eagerParams);
 int railnetIbEagerSize(void) { return (int)railnetParamInt(&eagerParams[P_EAGER_SIZE]); }
 
 /* The layout of a side's buffer for messages of at most size bytes (the agreed size: both ends
- * lay the slots out alike, the header and size bytes rounded up to 64): the slots, then the
- * credit words (struct railnetIbEagerCredit). The buffer itself comes later (eagerTake). */
+ * lay the slots out alike, the header and size bytes rounded up to 64). The buffer itself comes
+ * later (eagerTake). */
 static void eagerLayout(struct railnetIbEager* c, uint32_t size) {
   c->size = size;
   c->stride = (uint32_t)((size + HDR_BYTES + 63u) & ~(size_t)63u);
-  c->bytes = (size_t)RAILNET_IB_EAGER_SLOTS * c->stride + sizeof(struct railnetIbEagerCredit);
+  c->bytes = (size_t)RAILNET_IB_EAGER_SLOTS * c->stride;
 }
 
 /* Takes this side's buffer from the pool, once: *got 0 when the pool is at its bound (said
@@ -88,6 +89,7 @@ void railnetIbEagerSendMeta(struct ncclIbSendComm* comm, struct ncclIbConnection
   meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_POOL | RAILNET_IB_FLAG_EAGER_FO;
   meta->eagerSize = (uint32_t)size;
   meta->eagerAddr = (uint64_t)(uintptr_t)&comm->eagerCredit;
+  meta->eagerFirst = RAILNET_IB_EAGER_FIRST_BYTES; /* it writes a first-message box (wire.h) */
 }
 
 ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct ncclIbConnectionMetadata* rem,
@@ -107,9 +109,18 @@ ncclResult_t railnetIbEagerSendConnect(struct ncclIbSendComm* comm, const struct
   se->closeQp = -1;
   memset((void*)&comm->eagerCredit, 0, sizeof(comm->eagerCredit));
   comm->eagerCredit.mode = 1; /* every irecv from position 0 writes its clear-to-send, until a ring */
+  if (rem->eagerFirst >= RAILNET_IB_EAGER_FIRST_BYTES && rem->eagerAddr != 0) { /* the receiver's box (wire.h) */
+    se->firstAddr = rem->eagerAddr;
+    for (int i = 0; i < rem->ndevs && i < NCCL_IB_MAX_DEVS_PER_NIC; i++) se->firstRkeys[i] = rem->devs[i].fifoRkey;
+    se->firstStage = base->ctrl.buf + sizeof(int) * RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS; /* (setup.c) */
+  }
+  char first[96] = "waits for its clear-to-send";
+  if (se->firstAddr)
+    snprintf(first, sizeof(first), "goes into the receiver's first-message box when it is at most %d bytes",
+             RAILNET_IB_EAGER_FIRST_BYTES - (int)HDR_BYTES);
   INFO(NCCL_NET, "NET/IB : send comm to %s: messages up to %u bytes go eagerly; larger ones ask for their "
-       "clear-to-send when it is not there; the first small one waits for its clear-to-send (the receiver then "
-       "takes a ring from its eager pool)%s", peer, se->c.size,
+       "clear-to-send when it is not there; the first small one %s (the receiver then takes a ring from its eager "
+       "pool)%s", peer, se->c.size, first,
        base->fo ? "; with port failover (each eager write signaled, written again when lost with a port)" : "");
   return ncclSuccess;
 }
@@ -149,6 +160,9 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   comm->eager = e;
   e->c.remAddr = rem->eagerAddr; /* the sender's credit words */
   e->c.fo = base->fo != NULL;
+  /* they are written from the comm's control memory, after its clear-to-send entries (setup.c) */
+  e->credit = (volatile struct railnetIbEagerCredit*)(comm->elems + RAILNET_IB_FIFO_SLOTS);
+  e->firstOn = rem->eagerFirst >= RAILNET_IB_EAGER_FIRST_BYTES; /* the sender writes a first-message box */
   /* no ring yet: every irecv writes its clear-to-send (as if a sender had asked) until the
    * small messages in a row take one from the pool (railnetIbEagerDelivered) */
   e->asked = 1;
@@ -161,10 +175,13 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   }
   meta->devs[0].flags |= RAILNET_IB_FLAG_EAGER_POOL;
   meta->eagerSize = e->c.size;
-  meta->eagerAddr = 0; /* the ring comes in a credit write (wire.h railnetIbEagerCredit) */
+  /* the ring comes in a credit write (wire.h railnetIbEagerCredit); the first-message box now */
+  meta->eagerAddr = e->firstOn ? (uint64_t)(uintptr_t)comm->first : 0;
+  meta->eagerFirst = e->firstOn ? RAILNET_IB_EAGER_FIRST_BYTES : 0;
   INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots; no "
        "clear-to-send while the messages are small; the ring is taken from the eager pool at the first small "
-       "message (RAILNET_IB_EAGER_POOL)%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
+       "message (RAILNET_IB_EAGER_POOL)%s%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
+       e->firstOn ? ", which may come eagerly into the comm's first-message box" : "",
        forced ? "; receive work requests pre-posted for them after all" : "",
        e->c.fo ? "; with port failover (positions in the immediates, repeats dropped)" : "");
   return ncclSuccess;
@@ -191,7 +208,10 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
   /* the CPU copies the bytes into the bounce slot: host memory only (GPU memory goes the
    * clear-to-send way, straight from the NIC) */
   if (!railnetIbEagerSendOpen(e) || size > e->c.size || comm->ctsCount != 0 || memType != NCCL_PTR_HOST) return 0;
-  if (e->c.buf == NULL && !sendTake(comm)) return 0; /* no ring, or no bounce slots */
+  /* no ring, or no bounce slots: only the comm's first small message may go, into the
+   * receiver's first-message box (railnetIbEagerSend knows it by the missing bounce slots) */
+  int first = e->c.buf == NULL && !sendTake(comm);
+  if (first && (e->firstAddr == 0 || e->firstPos != 0 || size > RAILNET_IB_EAGER_FIRST_BYTES - HDR_BYTES)) return 0;
   int slot = (int)(base->fifoHead % RAILNET_IB_FIFO_SLOTS);
   /* the receiver announced this position already: its buffer takes the bytes directly */
   if (comm->fifo[slot][0].idx == base->fifoHead + 1) return 0;
@@ -201,7 +221,7 @@ int railnetIbEagerCanSend(struct ncclIbSendComm* comm, size_t size, int memType)
    * then) or a send queue full (the message's, and split, its marks'): its completions are
    * to be polled */
   uint64_t released = comm->eagerCredit.released;
-  if (base->fifoHead >= released + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
+  if (!first && base->fifoHead >= released + RAILNET_IB_EAGER_SLOTS) return -1 - qp->devIndex;
   if (released > base->fifoHead) return RAILNET_IB_EAGER_BAD_CREDIT;
   int s = (int)(base->fifoHead % RAILNET_IB_EAGER_SLOTS);
   /* failover: the last write into this ring slot (maybe one written again) has not completed */
@@ -221,14 +241,20 @@ ncclResult_t railnetIbEagerSend(struct ncclIbSendComm* comm, struct ncclIbReques
   uint64_t pos = base->fifoHead;
   struct ncclIbQp* qp = railnetIbEagerQp(base, pos); /* (railnetIbEagerCanSend checked it is there) */
   int s = (int)(pos % RAILNET_IB_EAGER_SLOTS);
-  uint8_t* slot = SLOT(e, s);
+  /* no bounce slots: the comm's first message, into the receiver's first-message box
+   * (railnetIbEagerCanSend), from the comm's control memory, which keeps it for a failover */
+  int first = e->c.buf == NULL;
+  uint8_t* slot = first ? e->firstStage : SLOT(e, s);
   struct railnetIbEagerHdr hdr = {(uint32_t)tag, (uint32_t)size};
   memcpy(slot, &hdr, sizeof(hdr));
   if (size) memcpy(slot + HDR_BYTES, data, size);
-  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), e->c.pool.mrs[qp->devIndex]->lkey};
+  uint32_t lkey = first ? base->ctrl.mrs[qp->devIndex]->lkey : e->c.pool.mrs[qp->devIndex]->lkey;
+  struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + size), lkey};
+  if (first) e->firstPos = pos + 1;
   /* failover: signaled, the request done when it completed (eager_fo.c) */
   uint64_t wrId = e->c.fo ? railnetIbWrIdEagerFo(pos) : 0;
-  NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, (uint32_t)size), wrId));
+  uint32_t bits = (uint32_t)size | (first ? RAILNET_IB_EAGER_FIRST : 0);
+  NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, bits), wrId));
   /* split over QPs, every QP takes one completion per position: the others get a mark (not
    * under failover: the immediates name the positions) */
   int writes = e->c.fo ? 1 : railnetIbChunksPerMsg(base);
@@ -338,7 +364,7 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
  * buffer: the comm fails instead (ncclInvalidUsage), with a WARN naming both tags. */
 static ncclResult_t checkHeader(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size) {
   struct railnetIbEagerHdr hdr;
-  memcpy(&hdr, SLOT(comm->eager, s), sizeof(hdr));
+  memcpy(&hdr, railnetIbEagerMsgAt(comm, s, r->id, -1, NULL), sizeof(hdr));
   uint32_t want = comm->elems[r->id % RAILNET_IB_FIFO_SLOTS][0].tag;
   char peer[SOCKET_NAME_MAXLEN];
   if (hdr.size != size) {
@@ -360,20 +386,26 @@ static ncclResult_t checkHeader(struct ncclIbRecvComm* comm, struct ncclIbReques
 /* Copies a message of size bytes from ring slot s into receive r (what fits: a larger size
  * fails the size check at test()): the CPU into host memory, the NIC into GPU memory. */
 static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r, int s, uint32_t size, int d) {
+  struct railnetIbEagerRecv* e = comm->eager;
   NCCLCHECK(checkHeader(comm, r, s, size));
   size_t n = size <= r->recv.posted[0] ? size : 0;
   r->recv.sizes[0] = (int)size;
-  comm->eager->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
-  comm->eager->asked = 0;
-  comm->eager->retryAfter = 0; /* this sender's memory goes eagerly */
-  comm->eager->eagerIn++;
+  /* the first-message box's message takes the ring for the next ones (refused: they keep the
+   * clear-to-send, as after a first small message through one) */
+  if (e->c.buf == NULL && e->firstAt == r->id + 1) NCCLCHECK(recvTake(comm));
+  if (e->c.buf != NULL) {
+    e->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
+    e->asked = 0;
+    e->retryAfter = 0; /* this sender's memory goes eagerly */
+  }
+  e->eagerIn++;
   NCCLCHECK(modeUpdate(comm));
   /* the irecv counted a completion per QP its chunks would take (split over QPs: every QP);
    * the message is all here, the marks of the other QPs settle nothing */
   memset(r->events, 0, sizeof(r->events));
   railnetIbSlotRecvExpect(&comm->base, (int)(r->id % RAILNET_IB_FIFO_SLOTS), 0); /* nothing to replay */
   if (n && r->recv.mh->type != NCCL_PTR_HOST) return railnetIbEagerNicCopy(comm, r, s, r->recv.buf, r->recv.mh, n, d, r->id);
-  if (n) memcpy(r->recv.buf, SLOT(comm->eager, s) + HDR_BYTES, n);
+  if (n) memcpy(r->recv.buf, railnetIbEagerMsgAt(comm, s, r->id, -1, NULL) + HDR_BYTES, n);
   return railnetIbEagerRelease(comm, r->id);
 }
 
@@ -478,8 +510,10 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   uint64_t id = q < 0 ? 0 : e->c.fo ? railnetIbEagerFoPos(e, imm) : comm->qpNextId[q];
   uint64_t step = base->splitDataOnQps ? 1 : (uint64_t)base->nqps; /* positions per completion of a QP */
   /* split over QPs: requests-to-send and the close come on QP 0 (before the data's first
-   * chunk), marks on the others */
-  int mark = (imm & RAILNET_IB_EAGER_MARK) != 0, ctl = (imm & (RAILNET_IB_EAGER_RTS | RAILNET_IB_EAGER_CLOSE)) != 0;
+   * chunk), marks on the others; the first-message box's message (RTS and MARK) as a message */
+  int first = railnetIbImmEagerIsFirst(imm);
+  int mark = !first && (imm & RAILNET_IB_EAGER_MARK) != 0;
+  int ctl = !first && (imm & (RAILNET_IB_EAGER_RTS | RAILNET_IB_EAGER_CLOSE)) != 0;
   int split = base->splitDataOnQps && !e->c.fo;
   if ((split && q >= 0 && (mark ? q == 0 : ctl && q != 0)) || (e->c.fo && mark)) {
     WARN("NET/IB : eager write from %s (immediate 0x%x) on QP %d, which does not take it when messages are split "
@@ -487,14 +521,16 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
          ncclSocketToString(&base->sock.addr, peer, 1), imm, q);
     return ncclRemoteError;
   }
-  if (e->c.buf == NULL) { /* no ring was named: nothing can come eagerly */
-    WARN("NET/IB : eager write from %s (immediate 0x%x) on a comm that named no eager ring to it: the peer is not "
+  /* no ring named: nothing comes eagerly but the first message (with its marks) and the close
+   * (a multi-receive before the ring), and only on a comm with the first-message box */
+  if ((e->c.buf == NULL && !(e->firstOn && (first || mark || (imm & RAILNET_IB_EAGER_CLOSE)))) || (first && !e->firstOn)) {
+    WARN("NET/IB : eager write from %s (immediate 0x%x) on a comm that named no eager ring%s to it: the peer is not "
          "this railnet version or is broken; run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
-         ncclSocketToString(&base->sock.addr, peer, 1), imm);
+         ncclSocketToString(&base->sock.addr, peer, 1), imm, first ? " nor first-message box" : "");
     return ncclRemoteError;
   }
-  if (q >= 0 && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id, (imm & RAILNET_IB_EAGER_RTS_SMALL) != 0);
-  if (q >= 0 && (imm & RAILNET_IB_EAGER_CLOSE)) return railnetIbEagerCloseArrived(comm, q, id);
+  if (q >= 0 && ctl && (imm & RAILNET_IB_EAGER_RTS)) return rtsArrived(comm, q, id, (imm & RAILNET_IB_EAGER_RTS_SMALL) != 0);
+  if (q >= 0 && ctl && (imm & RAILNET_IB_EAGER_CLOSE)) return railnetIbEagerCloseArrived(comm, q, id);
   if (q >= 0 && split && mark) { /* its message came on QP 0 */
     comm->qpNextId[q] += step;
     return railnetIbPostRecvs(base, base->qps[q].qp, 1);
@@ -504,15 +540,20 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
     e->repeats++;
     return railnetIbEagerRepost(comm, q);
   }
-  if (q < 0 || (q != 0 && split) || (e->closeAt && id >= e->closeAt - 1) || size > e->c.size ||
-      id < e->released || id >= e->released + RAILNET_IB_EAGER_SLOTS || e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0) {
-    WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu) that this comm cannot take: at most "
-         "%u bytes, %d positions beyond %llu, one per ring slot. The peer is not this railnet version or is broken: "
-         "run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
-         ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id, e->c.size,
-         RAILNET_IB_EAGER_SLOTS, (unsigned long long)e->released);
+  /* the first message: once per comm, in the box; it passed no position without its irecv's
+   * clear-to-send (at most RAILNET_IB_FIFO_SLOTS of them beyond the count delivered) */
+  uint32_t most = first ? RAILNET_IB_EAGER_FIRST_BYTES - (uint32_t)HDR_BYTES : e->c.size;
+  uint64_t ahead = first ? 2 * RAILNET_IB_FIFO_SLOTS : RAILNET_IB_EAGER_SLOTS;
+  if (q < 0 || (q != 0 && split) || (e->closeAt && id >= e->closeAt - 1) || size > most || id < e->released ||
+      id >= e->released + ahead || e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0 || (first && e->firstAt != 0)) {
+    WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu%s) that this comm cannot take: at most "
+         "%u bytes, %llu positions beyond %llu, one per ring slot, one first message. The peer is not this railnet "
+         "version or is broken: run the same railnet at both ends, or set RAILNET_IB_EAGER_SIZE=0",
+         ncclSocketToString(&base->sock.addr, peer, 1), wc->qp_num, size, (unsigned long long)id,
+         first ? ", the first message" : "", most, (unsigned long long)ahead, (unsigned long long)e->released);
     return ncclRemoteError;
   }
+  if (first) e->firstAt = id + 1; /* it is in the box, not in ring slot id % RAILNET_IB_EAGER_SLOTS */
   comm->qpNextId[q] += step;
   NCCLCHECK(railnetIbEagerRepost(comm, q));
   int s = (int)(id % RAILNET_IB_EAGER_SLOTS);

@@ -40,7 +40,9 @@ ncclResult_t railnetIbEagerSendClose(struct ncclIbSendComm* comm, int* pollDev) 
   struct railnetIbEagerSend* e = comm->eager;
   *pollDev = -1;
   if (!railnetIbEagerSendOpen(e) || !(comm->eagerCredit.mode & RAILNET_IB_EAGER_CLOSING)) return ncclSuccess;
-  if (!railnetIbEagerRingKnown(comm)) return ncclSuccess; /* (asked before its ring was seen: later) */
+  /* (asked before its ring was seen: later; without a ring only on a comm with the first-message
+   * box, whose receiver asks before it took one) */
+  if (!railnetIbEagerRingKnown(comm) && e->firstAddr == 0) return ncclSuccess;
   struct ncclIbQp* qp = railnetIbEagerQp(base, base->fifoHead);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   if (!railnetIbQpRoom(base, qp, 1)) { /* its completions free it */
@@ -70,7 +72,7 @@ ncclResult_t railnetIbEagerMatchHeld(struct ncclIbRecvComm* comm) {
     int s = (int)(p % RAILNET_IB_EAGER_SLOTS);
     if (e->arrived[s] != p + 1) continue;
     struct railnetIbEagerHdr hdr;
-    memcpy(&hdr, SLOT(e, s), sizeof(hdr));
+    memcpy(&hdr, railnetIbEagerMsgAt(comm, s, p, -1, NULL), sizeof(hdr));
     if (hdr.size != e->arrivedSize[s]) {
       char peer[SOCKET_NAME_MAXLEN];
       WARN("NET/IB : eager message from %s at fifo position %llu says %u bytes in its header and %u in its "
@@ -95,7 +97,7 @@ ncclResult_t railnetIbEagerMatchHeld(struct ncclIbRecvComm* comm) {
         NCCLCHECK(railnetIbEagerNicCopy(comm, r, s, w->data[i], w->mh[i], bytes, railnetIbEagerCopyDev(&comm->base, p), p));
         break;
       }
-      if (bytes) memcpy(w->data[i], SLOT(e, s) + HDR_BYTES, bytes);
+      if (bytes) memcpy(w->data[i], railnetIbEagerMsgAt(comm, s, p, -1, NULL) + HDR_BYTES, bytes);
       NCCLCHECK(railnetIbEagerRelease(comm, p));
       break;
     }
@@ -171,9 +173,10 @@ int railnetIbEagerQueues(struct railnetIbEagerRecv* e, int n) {
   if (e == NULL) return 0;
   if (!e->c.closing) {
     if (e->c.closed) return 0; /* closed at once, before its ring: nothing is ever queued */
-    if (n > 1 && e->c.buf == NULL) {
-      /* no ring yet: no message came or comes eagerly (the sender waits for one), so the close
-       * needs no exchange: the comm takes none from now on, the irecv goes as any other */
+    if (n > 1 && e->c.buf == NULL && !e->firstOn) {
+      /* no ring yet and no first-message box: no message came or comes eagerly (the sender
+       * waits for one), so the close needs no exchange: the comm takes none from now on, the
+       * irecv goes as any other */
       e->c.closed = 1;
       return 0;
     }

@@ -113,12 +113,16 @@ ncclResult_t railnetIbEagerFoResend(struct ncclIbSendComm* comm) {
       return ncclRemoteError;
     }
     if (!railnetIbQpRoom(base, qp, 1)) continue; /* at the next step */
-    uint8_t* slot = SLOT(e, s); /* still holds it: the slot is written anew only once it was delivered */
+    /* still holds it: the slot is written anew only once it was delivered (the first message's
+     * copy is kept for good) */
+    int first = e->firstPos == pos + 1;
+    uint8_t* slot = first ? e->firstStage : SLOT(e, s);
     struct railnetIbEagerHdr hdr;
     memcpy(&hdr, slot, sizeof(hdr));
-    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), e->c.pool.mrs[qp->devIndex]->lkey};
-    NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, hdr.size),
-                                      railnetIbWrIdEagerFo(pos)));
+    uint32_t lkey = first ? base->ctrl.mrs[qp->devIndex]->lkey : e->c.pool.mrs[qp->devIndex]->lkey;
+    struct ibv_sge sge = {(uintptr_t)slot, (uint32_t)(HDR_BYTES + hdr.size), lkey};
+    uint32_t bits = hdr.size | (first ? RAILNET_IB_EAGER_FIRST : 0);
+    NCCLCHECK(railnetIbEagerRingWrite(base, e, qp, pos, &sge, railnetIbEagerImm(e, pos, bits), railnetIbWrIdEagerFo(pos)));
     struct ncclIbRequest* r = e->slotReq[s];
     if (r) { /* its completion now comes on this device */
       memset(r->events, 0, sizeof(r->events));

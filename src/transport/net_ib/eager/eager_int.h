@@ -9,10 +9,18 @@
 #include "../wire.h"
 
 /* Ring slot s (of RAILNET_IB_EAGER_SLOTS, e->c.stride bytes each: a railnetIbEagerHdr, then the
- * message's bytes) and the receiver's credit words after the last one (wire.h). */
+ * message's bytes). */
 #define SLOT(e, s) ((e)->c.buf + (size_t)(s) * (e)->c.stride)
 #define HDR_BYTES sizeof(struct railnetIbEagerHdr)
-#define CREDIT_WORD(e) ((volatile struct railnetIbEagerCredit*)SLOT(e, RAILNET_IB_EAGER_SLOTS))
+
+/* Receiver: where the message at position pos (held in ring slot s) is: the first-message box
+ * when it came there, else the ring slot; *lkey (d >= 0): its registration's on device d. */
+static inline uint8_t* railnetIbEagerMsgAt(struct ncclIbRecvComm* comm, int s, uint64_t pos, int d, uint32_t* lkey) {
+  struct railnetIbEagerRecv* e = comm->eager;
+  int first = e->firstAt == pos + 1;
+  if (d >= 0) *lkey = first ? comm->base.devs[d].fifoMr->lkey : e->c.pool.mrs[d]->lkey;
+  return first ? comm->first : SLOT(e, s);
+}
 
 /* Sender: whether the receiver's credit write named its ring yet (RAILNET_IB_FLAG_EAGER_POOL);
  * once it did, e->c.remAddr and e->remRkeys are its address and rkeys. No ring write before. */

@@ -58,6 +58,12 @@ ncclResult_t railnetIbEagerRingWrite(struct ncclIbNetCommBase* base, struct rail
   wr.imm_data = htobe32(imm);
   wr.wr.rdma.remote_addr = e->c.remAddr + (pos % RAILNET_IB_EAGER_SLOTS) * e->c.stride;
   wr.wr.rdma.rkey = e->remRkeys[qp->remDevIndex];
+  /* the first message goes into the receiver's first-message box; so do the writes of no bytes
+   * (marks, the close) while no ring is known */
+  if (railnetIbImmEagerIsFirst(imm) || e->c.remAddr == 0) {
+    wr.wr.rdma.remote_addr = e->firstAddr;
+    wr.wr.rdma.rkey = e->firstRkeys[qp->remDevIndex];
+  }
   if (sge && base->useInline && sge->length <= base->maxInline) wr.send_flags = IBV_SEND_INLINE;
   wr.wr_id = railnetIbWrIdEager(0, 0);
   if (wrId || qp->eagerUnsig + 1 >= RAILNET_IB_EAGER_SIGNAL) {
@@ -80,7 +86,7 @@ static ncclResult_t grantWrite(struct ncclIbRecvComm* comm, struct ncclIbQp* qp,
   for (int d = 0; d < base->vProps.ndevs; d++) word->ringRkeys[d] = e->c.pool.mrs[d]->rkey;
   word->ringAddr = (uint64_t)(uintptr_t)e->c.buf;
   size_t off = offsetof(struct railnetIbEagerCredit, ringRkeys);
-  struct ibv_sge sge = {(uintptr_t)word + off, (uint32_t)(sizeof(*word) - off), e->c.pool.mrs[qp->devIndex]->lkey};
+  struct ibv_sge sge = {(uintptr_t)word + off, (uint32_t)(sizeof(*word) - off), base->ctrl.mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -102,20 +108,22 @@ static ncclResult_t grantWrite(struct ncclIbRecvComm* comm, struct ncclIbQp* qp,
 ncclResult_t railnetIbEagerTell(struct ncclIbRecvComm* comm, int force) {
   struct ncclIbNetCommBase* base = &comm->base;
   struct railnetIbEagerRecv* e = comm->eager;
-  if (e->c.buf == NULL) return ncclSuccess; /* no ring yet: nothing to tell (the mode is "every irecv") */
+  /* no ring yet: nothing to tell (the mode is "every irecv"), but a close (a multi-receive on a
+   * comm with the first-message box: its message may be on its way) */
+  if (e->c.buf == NULL && !(e->firstOn && e->c.closing)) return ncclSuccess;
   if (!force && e->released - e->told < RAILNET_IB_EAGER_SLOTS / 2 && e->modeTold == e->mode) return ncclSuccess;
   /* failover: on the QP of the last ones while it is there (a write on another QP could
    * land before one still on its way), else on the one standing in for it */
   struct ncclIbQp* qp = railnetIbQpLive(base, &base->qps[e->tellQp]);
   if (qp == NULL) return ncclSuccess; /* no QP left: the failover code failed the comm */
   e->tellQp = (int)(qp - base->qps);
-  volatile struct railnetIbEagerCredit* word = CREDIT_WORD(e);
-  if (force || !e->grantTold) NCCLCHECK(grantWrite(comm, qp, word));
+  volatile struct railnetIbEagerCredit* word = e->credit;
+  if ((force || !e->grantTold) && e->c.buf != NULL) NCCLCHECK(grantWrite(comm, qp, word));
   word->released = e->released;
   word->mode = e->mode; /* lazy: the sender's mode and where its period began (each word lands whole) */
   word->modeFrom = e->everyFrom;
   struct ibv_sge sge = {(uintptr_t)word, offsetof(struct railnetIbEagerCredit, ringRkeys),
-                        e->c.pool.mrs[qp->devIndex]->lkey};
+                        base->ctrl.mrs[qp->devIndex]->lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;
@@ -160,7 +168,9 @@ ncclResult_t railnetIbEagerNicCopy(struct ncclIbRecvComm* comm, struct ncclIbReq
   struct ncclIbCommDev* cd = &base->devs[d];
   struct railnetIbEagerRecv* e = comm->eager;
   if (cd->flushQp == NULL) NCCLCHECK(railnetIbQpSelf(base, d, base->qpTc, base->qpSl, &cd->flushQp));
-  struct ibv_sge sge = {(uintptr_t)SLOT(e, s) + HDR_BYTES, (uint32_t)n, e->c.pool.mrs[d]->lkey};
+  uint32_t lkey = 0;
+  uint8_t* msg = railnetIbEagerMsgAt(comm, s, pos, d, &lkey); /* a ring slot or the first-message box */
+  struct ibv_sge sge = {(uintptr_t)msg + HDR_BYTES, (uint32_t)n, lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
   wr.opcode = IBV_WR_RDMA_WRITE;

@@ -31,8 +31,8 @@ struct railnetIbEagerPending {
 struct railnetIbEager {
   uint32_t size;                       /* the largest message sent eagerly (agreed) */
   uint32_t stride;                     /* bytes per ring / bounce slot: header and size rounded up to 64 */
-  size_t bytes;                        /* buf's length (the slots, then the credit words) */
-  /* sender: bounce slots; receiver: the ring, then the credit words; taken from the pool
+  size_t bytes;                        /* buf's length (the slots) */
+  /* sender: bounce slots; receiver: the ring; taken from the pool
    * (eager_pool.h) when the first small messages are about to go eagerly: NULL until then */
   uint8_t* buf;
   struct railnetIbRegBuf pool;          /* buf and its registration per device (pool.mrs) */
@@ -62,6 +62,13 @@ struct railnetIbEagerSend {
   int closeQp, closeResend;
   uint64_t closePos;
   uint64_t sent, resent;
+  /* the receiver's first-message box (wire.h RAILNET_IB_EAGER_FIRST_BYTES; firstAddr 0: none)
+   * and its rkey per device; the position + 1 of the message written there (once per comm;
+   * 0: not yet) and the block of the comm's control memory it was written from (base.ctrl) */
+  uint64_t firstAddr;
+  uint32_t firstRkeys[NCCL_IB_MAX_DEVS_PER_NIC];
+  uint64_t firstPos;
+  uint8_t* firstStage;
 };
 
 /* The receiver's eager state (ncclIbRecvComm.eager). */
@@ -100,6 +107,12 @@ struct railnetIbEagerRecv {
   int tellQp;
   uint64_t repeats, copyRedos;
   uint32_t copyRedone;
+  /* the first-message box (comm->first) agreed; the position + 1 of the message that came into
+   * it (0: none yet); the credit words written to the sender, in the comm's control memory
+   * (base.ctrl, after the clear-to-send entries) */
+  int firstOn;
+  uint64_t firstAt;
+  volatile struct railnetIbEagerCredit* credit;
 };
 
 #ifdef __cplusplus
