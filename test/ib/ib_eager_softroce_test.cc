@@ -279,6 +279,60 @@ TEST_F(IbEagerSoftRoceTest, MessagesWaitInTheRingAndAFullRingHoldsTheSender) {
   ASSERT_TRUE(netWait(ib, extra, nullptr, deadlineIn(10000), &err)) << err;
 }
 
+// At the defaults, a new comm's first small message goes before its irecv: into the
+// receiver's first-message box (wire.h), its isend done at once, with no eager buffer taken on
+// either side until it is delivered. Its delivery takes the receiver's ring; the next message,
+// once the sender knows the ring, goes eagerly into the ring and takes the bounce slots.
+TEST_F(IbEagerSoftRoceTest, TheFirstSmallMessageGoesBeforeItsIrecv) {
+  initTwoDevices();
+  ASSERT_EQ(ib->listen(ctx, 1, handle, &lc), ncclSuccess);
+  ASSERT_TRUE(netConnectPair(ib, ctx, 0, handle, lc, &sc, &rc, 60000));
+  sbuf.assign(4096, 0);
+  rbuf.assign(4096, 0);
+  ASSERT_EQ(ib->regMr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+  ASSERT_EQ(ib->regMr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  auto* se = ((struct ncclIbSendComm*)sc)->eager;
+  auto* re = ((struct ncclIbRecvComm*)rc)->eager;
+  ASSERT_NE(se, nullptr);
+  ASSERT_NE(re, nullptr);
+  ASSERT_NE(se->firstAddr, 0u) << "the receiver named no first-message box";
+  for (int m = 0; m < 2; m++) {
+    memset(sbuf.data(), 0x31 + m, 8);
+    void* s = nullptr;
+    if (m == 0) {
+      ASSERT_EQ(ib->isend(sc, sbuf.data(), 8, 7, smh, nullptr, &s), ncclSuccess);
+      ASSERT_NE(s, nullptr) << "the first small message waited for its irecv";
+    } else {  // the ring is named by the credit write that the first delivery sent
+      volatile uint64_t* ring = &((struct ncclIbSendComm*)sc)->eagerCredit.ringAddr;
+      long long dl = deadlineIn(10000);
+      while (*ring == 0 && netNowNs() < dl) {
+      }
+      ASSERT_NE(*ring, 0u) << "the receiver's ring was never named";
+      s = isend(0, 8, deadlineIn(10000));
+      ASSERT_NE(s, nullptr);
+    }
+    EXPECT_EQ(((struct ncclIbRequest*)s)->type, NCCL_NET_IB_REQ_EAGER) << "message " << m;
+    std::string err;
+    ASSERT_TRUE(netWait(ib, s, nullptr, deadlineIn(10000), &err)) << err;
+    if (m == 0) {
+      EXPECT_EQ(se->c.buf, nullptr) << "the sender took bounce slots for the first message";
+      EXPECT_EQ(re->c.buf, nullptr) << "the receiver took a ring before the first message was delivered";
+    }
+    void* r = irecv(0, 64);
+    ASSERT_NE(r, nullptr);
+    int got = -1;
+    ASSERT_TRUE(netWait(ib, r, &got, deadlineIn(10000), &err)) << err;
+    EXPECT_EQ(got, 8);
+    for (int b = 0; b < 8; b++) ASSERT_EQ(rbuf[b], (char)(0x31 + m)) << "message " << m << " byte " << b;
+    if (m == 0) {
+      EXPECT_EQ(re->firstAt, 1u) << "the first message did not come into the box";
+      EXPECT_NE(re->c.buf, nullptr) << "its delivery took no ring";
+    }
+  }
+  EXPECT_NE(se->c.buf, nullptr) << "the second message went without bounce slots";
+  EXPECT_EQ(re->eagerIn, 2u);
+}
+
 // A sender breaking NCCL's rule (a message larger than the receive: 2000 bytes into 100,
 // beyond the eager size) would wait for a clear-to-send that a small receive does not send:
 // its request-to-send (lazy clear-to-send) has the receive announce itself, and the sender's
