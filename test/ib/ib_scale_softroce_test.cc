@@ -68,9 +68,9 @@ class IbScaleTest : public IbTwoDevicesTest {
 };
 
 // At the defaults: eager messages on. The first 8-byte message of each comm goes through its
-// clear-to-send and takes the receiver's ring from the eager pool (eager/eager_pool.h); the
-// second goes eagerly and takes the sender's bounce slots. Closing gives the pool's chunks
-// (memory and registrations) back.
+// clear-to-send (or into the first-message box) and has the receiver take its ring from the
+// eager pool (eager/eager_pool.h) at its next irecv; the second goes eagerly and takes the
+// sender's bounce slots. Closing gives the pool's chunks (memory and registrations) back.
 TEST_F(IbScaleTest, FiveHundredTwelveCommPairsCloseWithoutLeaks) { openMoveClose(512, 4096, 2); }
 
 // More comms than the pool holds (RAILNET_IB_EAGER_POOL=8 buffers per set of devices: 8 rings

@@ -352,7 +352,10 @@ ncclResult_t railnetIbEagerDelivered(struct ncclIbRecvComm* comm, uint64_t id, s
     e->smallRun = 0;
   } else if (!e->small && ((e->c.buf == NULL && e->c.refused == 0) ||
                             ++e->smallRun >= (e->retryAfter ? e->retryAfter : RAILNET_IB_EAGER_RETRY))) {
-    NCCLCHECK(recvTake(comm)); /* the first small message takes the ring, the next ones go eagerly */
+    /* the first small message takes the ring (at the next irecv: not on this message's way),
+     * the next ones go eagerly */
+    if (e->c.buf == NULL) e->takeDue = 1;
+    else NCCLCHECK(recvTake(comm));
   }
   NCCLCHECK(railnetIbEagerRelease(comm, id)); /* first: a credit write for the mode carries it */
   return modeUpdate(comm);
@@ -390,9 +393,9 @@ static ncclResult_t deliver(struct ncclIbRecvComm* comm, struct ncclIbRequest* r
   NCCLCHECK(checkHeader(comm, r, s, size));
   size_t n = size <= r->recv.posted[0] ? size : 0;
   r->recv.sizes[0] = (int)size;
-  /* the first-message box's message takes the ring for the next ones (refused: they keep the
-   * clear-to-send, as after a first small message through one) */
-  if (e->c.buf == NULL && e->firstAt == r->id + 1) NCCLCHECK(recvTake(comm));
+  /* the first-message box's message has the ring taken for the next ones, at the next irecv
+   * (refused: they keep the clear-to-send, as after a first small message through one) */
+  if (e->c.buf == NULL && e->firstAt == r->id + 1) e->takeDue = 1;
   if (e->c.buf != NULL) {
     e->small = 1; /* lazy: small messages come eagerly: no clear-to-send for the next irecvs */
     e->asked = 0;
@@ -426,6 +429,11 @@ ncclResult_t railnetIbEagerCopied(struct ncclIbRecvComm* comm, int d, const stru
 ncclResult_t railnetIbEagerRecvPosted(struct ncclIbRecvComm* comm, struct ncclIbRequest* req, void* data,
                                       size_t posted, const struct ncclIbMrHandle* mh, int* cts) {
   struct railnetIbEagerRecv* e = comm->eager;
+  if (e->takeDue) { /* the first small message was delivered: the ring now, lazy from this irecv on */
+    e->takeDue = 0;
+    NCCLCHECK(recvTake(comm));
+    NCCLCHECK(modeUpdate(comm));
+  }
   req->recv.buf = data;
   req->recv.mh = mh;
   int s = (int)(req->id % RAILNET_IB_EAGER_SLOTS);

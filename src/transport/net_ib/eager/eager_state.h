@@ -82,6 +82,8 @@ struct railnetIbEagerRecv {
   uint64_t nicCopies;                  /* messages the NIC copied into GPU receive buffers */
   uint64_t eagerIn;                    /* messages that came eagerly, delivered */
   int grantTold;                       /* the ring's grant write went (eager_ring.c) */
+  int takeDue;                         /* the first small message was delivered: the ring is taken at
+                                          the next irecv (not on that message's way: a registration) */
   int small;                           /* lazy: irecvs write no clear-to-send now */
   int smallRun;                        /* lazy: small messages delivered through a clear-to-send in a row */
   int retryAfter;                      /* lazy: how many of those before trying (0: RAILNET_IB_EAGER_RETRY) */
