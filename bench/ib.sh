@@ -44,6 +44,10 @@
 #                                acknowledgements, over a run of 2N round trips minus one of N)
 #   eager_lat    8  ITERS  T_TYPICAL_us  T_AVG_us  (eager at both ends: the default or --eager-size)
 #   pkts_per_rtt eager  PACKETS;  work_per_rtt eager  WRS  CQES  (the same, eager)
+#   first_lat  8  COMMS  T_TYPICAL_us  T_AVG_us  PEER_TYPICAL_us  (a new comm's first message: one
+#                                8-byte round trip over each of COMMS comm pairs, eager at both
+#                                ends as eager_lat, the irecvs posted first as NCCL's proxy does;
+#                                the peer the same way, 0 without --peer-plugin)
 #   sweep_lat  SIZE  ITERS  DEFAULT_TYPICAL_us  EAGER_TYPICAL_us  PEER_TYPICAL_us  (--lat-sweep;
 #                                64 KiB irecv buffers; 0: not measured)
 #   sweep_pkts_per_rtt  default|eager|peer  PACKETS  (--lat-sweep: 8 bytes into 64 KiB buffers)
@@ -187,6 +191,28 @@ lat_sweep() {
 railnet_lat() { pair --lat -s 8 --warmup 20 -n "$1"; }
 # the eager rows' setting: --eager-size, or unset (the library's default)
 eager_env() { if [ "$EAGER" = default ]; then unset RAILNET_IB_EAGER_SIZE; else export RAILNET_IB_EAGER_SIZE=$EAGER; fi; }
+
+# first_lat TSV EAGER_TYPICAL: a new comm's first message (eager on at both ends): message k of
+# FIRST_COMMS goes over comm pair k, each pair's only round trip (the pools warm after the
+# first pairs); beside it the peer's, and the steady eager latency measured just before.
+FIRST_COMMS=64
+first_lat() {
+  local tsv=$1 steady=$2 row typ avg prow ptyp="" status=0
+  eager_env
+  row=$(pair --lat -s 8 --comms "$FIRST_COMMS" -n "$FIRST_COMMS" --warmup 0) || status=1
+  export RAILNET_IB_EAGER_SIZE=0
+  IFS=, read -r _ _ _ _ _ typ avg _ <<<"$row"
+  if [ -n "${RAILNET_BENCH_PEER:-}" ]; then
+    prow=$(PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --comms "$FIRST_COMMS" -n "$FIRST_COMMS" --warmup 0) || status=1
+    IFS=, read -r _ _ _ _ _ ptyp _ _ <<<"$prow"
+  fi
+  printf '  %-10s %8d %8d  each the first of its comm pair: typical %.2f us, avg %.2f us; first / steady eager: typical %s%s\n' \
+    first 8 "$FIRST_COMMS" "${typ:-0}" "${avg:-0}" \
+    "$(awk -v a="${typ:-0}" -v b="$steady" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" \
+    "${ptyp:+; first / peer's first: typical $(awk -v a="${typ:-0}" -v b="$ptyp" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')}"
+  printf 'first_lat\t8\t%s\t%s\t%s\t%s\n' "$FIRST_COMMS" "${typ:-0}" "${avg:-0}" "${ptyp:-0}" >>"$tsv"
+  return $status
+}
 peer_lat() { PLUGIN=$RAILNET_BENCH_PEER pair --lat -s 8 --warmup 20 -n "$1"; }
 
 # The fused comm of the failover rows: rxe0+rxe2 -> rxe1+rxe3, over a second veth pair
@@ -426,6 +452,7 @@ in_vm() {
     eager 8 "$ep" "$ew" "$ec"
   printf 'eager_lat\t8\t%s\t%s\t%s\npkts_per_rtt\teager\t%s\nwork_per_rtt\teager\t%s\t%s\n' \
     "$latIters" "${etyp:-0}" "${eavg:-0}" "$ep" "$ew" "$ec" >>"$tsv"
+  first_lat "$tsv" "${etyp:-0}" || status=1
   if [ "$sweep" = 1 ]; then lat_sweep "$latIters" "$tsv" || status=1; fi
   return $status
 }

@@ -87,8 +87,10 @@ extern "C" {
  * device of the receiver and its address (the grant write: the last 40 bytes). The grant write
  * goes once, on the QP of the credit writes, before the first credit write, and again before a
  * failover's retold credit write; the sender's mode word is 1 (every irecv from position 0)
- * until a credit write landed, so a mode word other than 1 says the grant landed before it
- * (writes on one QP are placed in order; the bytes of one write are not). */
+ * until a credit write landed, so a mode word other than 1 says the grant (if any: a close
+ * before the ring comes in a credit write without one, ringAddr staying 0) landed before it
+ * (writes on one QP are placed in order; the bytes of one write are not). The receiver writes
+ * these words from its own control memory (the first-message box's comms: also before a ring). */
 struct railnetIbEagerCredit {
   uint64_t released;
   uint64_t mode;

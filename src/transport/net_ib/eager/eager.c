@@ -551,7 +551,7 @@ ncclResult_t railnetIbEagerArrived(struct ncclIbRecvComm* comm, int d, const str
   /* the first message: once per comm, in the box; it passed no position without its irecv's
    * clear-to-send (at most RAILNET_IB_FIFO_SLOTS of them beyond the count delivered) */
   uint32_t most = first ? RAILNET_IB_EAGER_FIRST_BYTES - (uint32_t)HDR_BYTES : e->c.size;
-  uint64_t ahead = first ? 2 * RAILNET_IB_FIFO_SLOTS : RAILNET_IB_EAGER_SLOTS;
+  uint64_t ahead = first ? RAILNET_IB_FIFO_SLOTS + 1 : RAILNET_IB_EAGER_SLOTS;
   if (q < 0 || (q != 0 && split) || (e->closeAt && id >= e->closeAt - 1) || size > most || id < e->released ||
       id >= e->released + ahead || e->arrived[id % RAILNET_IB_EAGER_SLOTS] != 0 || (first && e->firstAt != 0)) {
     WARN("NET/IB : eager message from %s (qp %u, %u bytes, fifo position %llu%s) that this comm cannot take: at most "

@@ -8,10 +8,10 @@ enum { P_POOL };
 static const railnetParam poolParams[] = {
     [P_POOL] = RAILNET_PARAM_INT_DEF("RAILNET_IB_EAGER_POOL", RAILNET_IB_EAGER_POOL_DEFAULT, 1, 1 << 20,
                                      "IB: the most eager buffers (a receive comm's ring, a send comm's bounce "
-                                     "slots: 16 slots of RAILNET_IB_EAGER_SIZE + 8 bytes rounded up to 64, and 64 "
-                                     "bytes of credit words) in use per set of devices (a vDevice's) in a process; "
-                                     "registered 8 at a time when a comm's first small message came. A comm that "
-                                     "finds the pool at this bound keeps the clear-to-send protocol"),
+                                     "slots: 16 slots of RAILNET_IB_EAGER_SIZE + 8 bytes rounded up to 64) in use "
+                                     "per set of devices (a vDevice's) in a process; registered 8 at a time when a "
+                                     "comm's first small message came. A comm that finds the pool at this bound "
+                                     "keeps the clear-to-send protocol"),
 };
 RAILNET_PARAM_TABLE("net_ib/eager_pool", poolParams);
 
