@@ -195,7 +195,7 @@ eager_env() { if [ "$EAGER" = default ]; then unset RAILNET_IB_EAGER_SIZE; else 
 # first_lat TSV EAGER_TYPICAL: a new comm's first message (eager on at both ends): message k of
 # FIRST_COMMS goes over comm pair k, each pair's only round trip (the pools warm after the
 # first pairs); beside it the peer's, and the steady eager latency measured just before.
-FIRST_COMMS=64
+FIRST_COMMS=16 # (railnet-perf --comms takes at most 16)
 first_lat() {
   local tsv=$1 steady=$2 row typ avg prow ptyp="" status=0
   eager_env
@@ -209,7 +209,7 @@ first_lat() {
   printf '  %-10s %8d %8d  each the first of its comm pair: typical %.2f us, avg %.2f us; first / steady eager: typical %s%s\n' \
     first 8 "$FIRST_COMMS" "${typ:-0}" "${avg:-0}" \
     "$(awk -v a="${typ:-0}" -v b="$steady" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" \
-    "${ptyp:+; first / peer's first: typical $(awk -v a="${typ:-0}" -v b="$ptyp" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')}"
+    "${ptyp:+; first / peer first: typical $(awk -v a="${typ:-0}" -v b="$ptyp" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')}"
   printf 'first_lat\t8\t%s\t%s\t%s\t%s\n' "$FIRST_COMMS" "${typ:-0}" "${avg:-0}" "${ptyp:-0}" >>"$tsv"
   return $status
 }
