@@ -22,8 +22,10 @@ extern "C" {
  * flight (up to 8 buffers each); of a receive comm: its receives and their flushes */
 #define NET_IB_MAX_REQUESTS (RAILNET_IB_FIFO_SLOTS * NCCL_NET_IB_MAX_RECVS)
 #define NET_IB_RECV_REQUESTS (2 * RAILNET_IB_FIFO_SLOTS)
-/* requests are allocated as needed, this many at a time (most comms never use more) */
-#define NET_IB_REQ_CHUNK 32
+/* requests come this many at a time (NCCL keeps 8 steps in flight per comm, a receive comm
+ * their flushes beside them: most comms never use more); the first chunk is in the comm,
+ * touched with it at setup, the next ones are allocated when needed */
+#define NET_IB_REQ_CHUNK 16
 
 #define NCCL_NET_IB_REQ_UNUSED 0
 #define NCCL_NET_IB_REQ_SEND 1
@@ -137,6 +139,9 @@ struct ncclIbNetCommBase {
   ncclProfilerCallback_t prof;         /* NCCL's profiler callback, from init (NULL: none; prof.h) */
   struct railnetIbProfList* profEvents; /* the profiler events running (made at the first) */
   struct ncclIbRequest* reqChunks[NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK]; /* request i: chunk i / CHUNK */
+  /* chunk 0: a chunk allocated at the first isend or irecv cost that message its fresh
+   * pages' faults, 190 us of a new comm's first round trip under TCG (bench/results/2026-12-07-ib-8.txt) */
+  struct ncclIbRequest reqFirst[NET_IB_REQ_CHUNK];
   /* what the comm's writes read from, never written by the peer (sender: the sizes of a
    * multi-send; receiver: its clear-to-send entries): a block of the process's registered pool
    * (regpool.h, setup.c), ctrl.mrs[d]->lkey on device d */

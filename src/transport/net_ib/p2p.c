@@ -35,7 +35,8 @@
 
 
 /* A free request (*index: its number, what a flush's wr_id carries); the requests come in
- * chunks of NET_IB_REQ_CHUNK, allocated when the ones before are all in flight. */
+ * chunks of NET_IB_REQ_CHUNK, the first in the comm, the next allocated when the ones before
+ * are all in flight. */
 static ncclResult_t getRequest(struct ncclIbNetCommBase* base, struct ncclIbRequest** out, int* index) {
   *out = NULL;
   for (int c = 0; c < base->maxReqs / NET_IB_REQ_CHUNK; c++) {

@@ -127,7 +127,7 @@ void railnetIbCommFree(struct ncclIbNetCommBase* base) {
   else railnetIbEagerRecvFree(((struct ncclIbRecvComm*)base)->eager);
   railnetIbRegPoolGive(&ctrlPool, &base->ctrl);
   free(base->qps);
-  for (int c = 0; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]);
+  for (int c = 1; c < NET_IB_MAX_REQUESTS / NET_IB_REQ_CHUNK; c++) free(base->reqChunks[c]); /* 0: reqFirst */
   for (int i = 0; i < base->vProps.ndevs; i++) {
     struct ncclIbCommDev* cd = &base->devs[i];
     if (cd->flushMr) wrap_ibv_dereg_mr(cd->flushMr);
@@ -159,6 +159,7 @@ ncclResult_t railnetIbCommAlloc(int isSend, struct ncclIbNetCommBase** out) {
    * slots may end up on one QP, beside the read of the records */
   if (isSend && railnetIbFoWanted()) b->sqDepth = 3 * RAILNET_IB_FIFO_SLOTS + 1;
   b->prof = railnetProfGet(RAILNET_PROF_IB);
+  b->reqChunks[0] = b->reqFirst; /* (zeroed and touched above with the comm) */
   b->sock.fd = -1;
   b->sock.acceptFd = -1;
   *out = b;
