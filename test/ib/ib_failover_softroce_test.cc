@@ -494,6 +494,53 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// A comm's first small message goes into the receiver's first-message box (eager/eager.h) on
+// rxe2 -> rxe3 (fifo position 1: QP 1, after one large message through its clear-to-send),
+// whose path drops every packet (netem on veth2, at NCCL's timeout and retry count): the write
+// is lost, the comm fails over and the sender writes it again from its own copy over rxe0;
+// the irecv posted after it gets every byte.
+TEST_F(IbFailover, TheFirstMessageLostWithItsPathIsWrittenAgain) {
+  LogCapture cap;
+  connect(1 << 20);
+  if (HasFatalFailure()) return;
+  struct railnetIbEagerSend* se = ((struct ncclIbSendComm*)sc)->eager;
+  struct railnetIbEagerRecv* re = ((struct ncclIbRecvComm*)rc)->eager;
+  ASSERT_NE(se, nullptr) << LogCapture::all();
+  ASSERT_NE(re, nullptr) << LogCapture::all();
+  ASSERT_NE(se->firstAddr, 0u) << "the receiver named no first-message box";
+  int sends = 0, recvs = 0;
+  ASSERT_EQ(stream(1, 65536, 1, 1, nullptr, netNowNs() + 60000000000LL, &sends, &recvs), "") << LogCapture::all();
+  ASSERT_TRUE(shQuiet("tc qdisc add dev veth2 root netem loss 100%"));
+  const size_t n = 200;
+  netPatternFill(src.data(), n, 77);
+  void* sr = nullptr;
+  ASSERT_EQ(ib->isend(sc, src.data(), n, 0, smh, nullptr, &sr), ncclSuccess);
+  ASSERT_NE(sr, nullptr) << "the first small message waited for its irecv";
+  memset(dst.data(), 0, n);
+  void* data = dst.data();
+  size_t posted = 65536;
+  int tag = 0, sdone = 0, rdone = 0, got = -1;
+  void* rr = nullptr;
+  ASSERT_EQ(ib->irecv(rc, 1, &data, &posted, &tag, &rmh, nullptr, &rr), ncclSuccess);
+  ASSERT_NE(rr, nullptr);
+  long long deadline = netNowNs() + 120000000000LL;
+  while ((!sdone || !rdone) && netNowNs() < deadline) {
+    if (!sdone) {
+      ASSERT_EQ(ib->test(sr, &sdone, nullptr), ncclSuccess) << LogCapture::all();
+    }
+    if (!rdone) {
+      ASSERT_EQ(ib->test(rr, &rdone, &got), ncclSuccess) << LogCapture::all();
+    }
+  }
+  ASSERT_TRUE(sdone && rdone) << "not done in 120 s\n" << LogCapture::all();
+  EXPECT_EQ(got, (int)n);
+  size_t bad = 0;
+  EXPECT_TRUE(netPatternCheck(dst.data(), n, 77, &bad)) << "first wrong byte " << bad;
+  EXPECT_EQ(re->firstAt, 2u) << "the message did not come into the box";
+  EXPECT_TRUE(LogCapture::contains("port failover: rxe2", NCCL_LOG_WARN)) << LogCapture::all();
+  EXPECT_TRUE(LogCapture::contains("1 eager message(s) written again", NCCL_LOG_INFO)) << LogCapture::all();
+}
+
 // A multi-receive of 4 buffers per message when the link goes down.
 TEST_F(IbFailover, MultiReceiveKeepsEveryBuffer) {
   LogCapture cap;
