@@ -179,8 +179,8 @@ ncclResult_t railnetIbEagerRecvSetup(struct ncclIbRecvComm* comm, const struct n
   meta->eagerAddr = e->firstOn ? (uint64_t)(uintptr_t)comm->first : 0;
   meta->eagerFirst = e->firstOn ? RAILNET_IB_EAGER_FIRST_BYTES : 0;
   INFO(NCCL_NET, "NET/IB : receive comm with %s: messages up to %u bytes come eagerly into a ring of %d slots; no "
-       "clear-to-send while the messages are small; the ring is taken from the eager pool at the first small "
-       "message (RAILNET_IB_EAGER_POOL)%s%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
+       "clear-to-send while the messages are small; the ring is taken from the eager pool at the irecv after the "
+       "first small message (RAILNET_IB_EAGER_POOL)%s%s%s", peer, e->c.size, RAILNET_IB_EAGER_SLOTS,
        e->firstOn ? ", which may come eagerly into the comm's first-message box" : "",
        forced ? "; receive work requests pre-posted for them after all" : "",
        e->c.fo ? "; with port failover (positions in the immediates, repeats dropped)" : "");
